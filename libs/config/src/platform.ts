@@ -1,0 +1,31 @@
+import { bool, int, list, oneOf, str, type ConfigOf } from './env';
+
+/**
+ * Settings every service shares: where the servers are, the names it uses, and the timing profile.
+ * Prefixes exist so tests can run isolated on one shared stack; production leaves them empty.
+ */
+export const platformSpec = {
+  AGENTRUN_MODE: oneOf(['local', 'production'] as const, 'local'),
+  AGENTRUN_PROFILE: oneOf(['production', 'test'] as const, 'production'),
+  KAFKA_BROKERS: list(['127.0.0.1:9092']),
+  KAFKA_CLIENT_ID: str('agentrun'),
+  AGENTRUN_TOPIC_PREFIX: str(''),
+  TEMPORAL_ADDRESS: str('127.0.0.1:7233'),
+  TEMPORAL_NAMESPACE: str('default'),
+  AGENTRUN_TASK_QUEUE_PREFIX: str(''),
+  DATABASE_URL: str('postgres://agentrun:agentrun@127.0.0.1:5432/agentrun'),
+  DATABASE_POOL_SIZE: int(10, 1, 200),
+  WORKSPACE_ROOT: str('.stack/data/workspaces'),
+  OBJECT_STORE_DIR: str('.stack/data/objects'),
+  SHUTDOWN_GRACE_MS: int(20_000, 1_000, 600_000),
+  LOG_JSON: bool(false),
+};
+
+export type PlatformConfig = ConfigOf<typeof platformSpec>;
+
+/** Timeouts that fault tests must not wait out: the test profile shortens them. */
+export function kafkaTimings(config: Pick<PlatformConfig, 'AGENTRUN_PROFILE'>) {
+  return config.AGENTRUN_PROFILE === 'test'
+    ? { sessionTimeout: 8_000, heartbeatInterval: 1_000, rebalanceTimeout: 10_000 }
+    : { sessionTimeout: 30_000, heartbeatInterval: 3_000, rebalanceTimeout: 60_000 };
+}

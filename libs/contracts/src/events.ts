@@ -1,0 +1,91 @@
+import type { AgentPolicy, RunKind, Tier } from './commands';
+import { ORG_PATTERN, RUN_ID_PATTERN } from './names';
+import { AGENT_STATUSES, RUN_STATUSES, type AgentStatus, type RunStatus } from './statuses';
+
+/** Event types are past tense; consumers ignore types they do not know. */
+export const RUN_EVENT_TYPES = [
+  'run_started',
+  'step_completed',
+  'tool_called',
+  'child_started',
+  'status_changed',
+  'context_injected',
+  'goal_changed',
+  'snapshot_captured',
+  'case_finished',
+  'run_finished',
+] as const;
+export type RunEventType = (typeof RUN_EVENT_TYPES)[number];
+
+/** The whole per-kind state that an event carrying `payload.state` shows. */
+export type AgentRunState = {
+  status: AgentStatus;
+  goal: string;
+  step: number;
+  max_steps: number;
+  policy: AgentPolicy;
+  tier: Tier;
+  owner?: string;
+  reason?: string;
+  message?: string;
+  parent_run_id?: string;
+};
+
+export interface RunState {
+  status: RunStatus;
+  [field: string]: unknown;
+}
+
+export interface RunEvent<S extends RunState = RunState> {
+  run_id: string;
+  org: string;
+  kind: RunKind;
+  seq: number;
+  type: RunEventType | string;
+  ts: string;
+  payload: { state?: S; [field: string]: unknown };
+}
+
+export const AGENT_STATE_SCHEMA = {
+  $id: 'https://agentrun.dev/schemas/agent-state.v1.json',
+  title: 'AgentRunState',
+  type: 'object',
+  required: ['status', 'goal', 'step', 'max_steps', 'policy', 'tier'],
+  properties: {
+    status: { enum: AGENT_STATUSES },
+    goal: { type: 'string' },
+    step: { type: 'integer', minimum: 0 },
+    max_steps: { type: 'integer', minimum: 1 },
+    policy: { type: 'string' },
+    tier: { type: 'string' },
+    owner: { type: 'string' },
+    reason: { type: 'string' },
+    message: { type: 'string' },
+    parent_run_id: { type: 'string' },
+  },
+} as const;
+
+export const RUN_EVENT_SCHEMA = {
+  $id: 'https://agentrun.dev/schemas/run-event.v1.json',
+  title: 'RunEvent',
+  type: 'object',
+  required: ['run_id', 'org', 'kind', 'seq', 'type', 'ts', 'payload'],
+  properties: {
+    run_id: { type: 'string', pattern: RUN_ID_PATTERN },
+    org: { type: 'string', pattern: ORG_PATTERN },
+    kind: { enum: ['agent', 'eval'] },
+    seq: { type: 'integer', minimum: 1 },
+    type: { type: 'string', pattern: '^[a-z][a-z_]{0,63}$' },
+    ts: { type: 'string', format: 'date-time' },
+    payload: {
+      type: 'object',
+      properties: {
+        state: {
+          type: 'object',
+          required: ['status'],
+          properties: { status: { enum: RUN_STATUSES } },
+        },
+      },
+    },
+  },
+} as const;

@@ -1,0 +1,5 @@
+export * from './names';
+export * from './statuses';
+export * from './commands';
+export * from './outcomes';
+export * from './events';

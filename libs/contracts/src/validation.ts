@@ -1,0 +1,123 @@
+import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
+import addFormats from 'ajv-formats';
+import {
+  COMMAND_ENVELOPE_SCHEMA,
+  COMMAND_PAYLOAD_SCHEMAS,
+  isCommandType,
+  type Command,
+  type CommandType,
+} from './commands';
+import { AGENT_STATE_SCHEMA, RUN_EVENT_SCHEMA, type RunEvent } from './events';
+import { COMMAND_ID_PATTERN, MAX_COMMAND_BYTES, ORG_PATTERN } from './names';
+import type { DlqReason, RejectionReason } from './outcomes';
+
+const ajv = new Ajv({ allErrors: true, strict: false });
+addFormats(ajv);
+
+const envelope = ajv.compile(COMMAND_ENVELOPE_SCHEMA);
+const payloads = Object.fromEntries(
+  Object.entries(COMMAND_PAYLOAD_SCHEMAS).map(([type, schema]) => [type, ajv.compile(schema)]),
+) as Record<CommandType, ValidateFunction>;
+const runEvent = ajv.compile(RUN_EVENT_SCHEMA);
+const agentState = ajv.compile(AGENT_STATE_SCHEMA);
+
+/** Ajv's errors as one sentence a person can act on, e.g. `payload.goal must NOT have more than 500 characters`. */
+export function describeErrors(errors: ErrorObject[] | null | undefined, root = ''): string {
+  if (!errors?.length) return 'invalid';
+  return errors
+    .filter((e) => e.keyword !== 'if')
+    .map((e) => {
+      const at = `${root}${e.instancePath.replace(/^\//, '').replace(/\//g, '.')}`;
+      if (e.keyword === 'additionalProperties') {
+        return `${at ? at + ': ' : ''}unknown field '${(e.params as { additionalProperty: string }).additionalProperty}'`;
+      }
+      if (e.keyword === 'enum') {
+        return `${at || 'value'} must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
+      }
+      return `${at || 'value'} ${e.message ?? 'is invalid'}`;
+    })
+    .join('; ');
+}
+
+export type CommandReading =
+  | { kind: 'command'; command: Command }
+  /** Readable enough to answer with an outcome record, but not a valid command. */
+  | { kind: 'rejected'; command_id: string; org: string; run_id: string; type: string; reason: RejectionReason; message: string }
+  /** Cannot be read as a command at all: the DLQ gets its bytes. */
+  | { kind: 'unreadable'; reason: DlqReason; detail: string };
+
+const commandIdRe = new RegExp(COMMAND_ID_PATTERN);
+const orgRe = new RegExp(ORG_PATTERN);
+
+/** Reads one command value off the wire. Never throws. */
+export function readCommand(value: Buffer | null | undefined): CommandReading {
+  if (!value || value.length === 0) return { kind: 'unreadable', reason: 'not_json', detail: 'empty message value' };
+  if (value.length > MAX_COMMAND_BYTES) {
+    return { kind: 'unreadable', reason: 'too_large', detail: `value is ${value.length} bytes; the limit is ${MAX_COMMAND_BYTES}` };
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value.toString('utf8'));
+  } catch (err) {
+    return { kind: 'unreadable', reason: 'not_json', detail: (err as Error).message };
+  }
+  return checkCommand(parsed);
+}
+
+/** Checks an already-parsed value (the gateway's path) the same way the Kafka path does. */
+export function checkCommand(parsed: unknown): CommandReading {
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    return { kind: 'unreadable', reason: 'not_a_command', detail: 'value is not a JSON object' };
+  }
+  const raw = parsed as Record<string, unknown>;
+  if (typeof raw.command_id !== 'string' || !commandIdRe.test(raw.command_id)) {
+    return { kind: 'unreadable', reason: 'not_a_command', detail: 'command_id is missing or not 1-128 printable ASCII characters' };
+  }
+  if (typeof raw.org !== 'string' || !orgRe.test(raw.org)) {
+    return { kind: 'unreadable', reason: 'not_a_command', detail: `org is missing or does not match ${ORG_PATTERN}` };
+  }
+  const base = {
+    command_id: raw.command_id,
+    org: raw.org,
+    run_id: typeof raw.run_id === 'string' ? raw.run_id : '',
+    type: typeof raw.type === 'string' ? raw.type : '',
+  };
+  if (!envelope(raw)) {
+    return { kind: 'rejected', ...base, reason: 'invalid_payload', message: describeErrors(envelope.errors) };
+  }
+  if (!isCommandType(base.type)) {
+    return { kind: 'rejected', ...base, reason: 'unknown_type', message: `unknown command type '${base.type}'` };
+  }
+  const payload = payloads[base.type];
+  if (!payload(raw.payload)) {
+    return { kind: 'rejected', ...base, reason: 'invalid_payload', message: describeErrors(payload.errors, 'payload.') };
+  }
+  return {
+    kind: 'command',
+    command: { command_id: base.command_id, type: base.type, org: base.org, run_id: base.run_id, payload: raw.payload } as Command,
+  };
+}
+
+/** Checks one payload against its type's schema; returns a message or undefined when valid. */
+export function payloadProblem(type: CommandType, payload: unknown): string | undefined {
+  const check = payloads[type];
+  return check(payload) ? undefined : describeErrors(check.errors, 'payload.');
+}
+
+export type EventReading = { ok: true; event: RunEvent } | { ok: false; detail: string };
+
+export function readRunEvent(value: Buffer | null | undefined): EventReading {
+  if (!value) return { ok: false, detail: 'empty message value' };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value.toString('utf8'));
+  } catch (err) {
+    return { ok: false, detail: `not JSON: ${(err as Error).message}` };
+  }
+  if (!runEvent(parsed)) return { ok: false, detail: describeErrors(runEvent.errors) };
+  const event = parsed as RunEvent;
+  if (event.kind === 'agent' && event.payload.state && !agentState(event.payload.state)) {
+    return { ok: false, detail: describeErrors(agentState.errors, 'payload.state.') };
+  }
+  return { ok: true, event };
+}

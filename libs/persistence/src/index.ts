@@ -1,0 +1,6 @@
+export * from './entities';
+export * from './data-source';
+export * from './projection';
+export * from './cursor';
+export * from './read-model';
+export * from './ledgers';

@@ -1,0 +1,136 @@
+import type { RunEvent } from '@agentrun/contracts';
+import type { DataSource, EntityManager } from 'typeorm';
+
+/** The channel the projector NOTIFYs once per committed batch; the gateway LISTENs on it. */
+export const RUN_EVENTS_CHANNEL = 'agentrun_run_events';
+
+/** A NOTIFY payload must stay under 8000 bytes; past this the notice says "look at everything". */
+const MAX_NOTIFY_BYTES = 7_000;
+
+export interface RunTouch {
+  org: string;
+  run_id: string;
+  seq: number;
+}
+
+export interface ApplyResult {
+  /** Events that were new to the read model (replays are not counted). */
+  inserted: number;
+  /** The newest seq now stored per run that this batch added to. */
+  touched: RunTouch[];
+}
+
+/**
+ * Applies a batch of run events in one transaction. Idempotent by `(org, run_id, seq)`: an event
+ * already stored inserts nothing, and a run's row changes only when a newer seq with a state arrives,
+ * so replays and out-of-order duplicates change nothing.
+ */
+export async function applyRunEvents(dataSource: DataSource, events: RunEvent[]): Promise<ApplyResult> {
+  if (events.length === 0) return { inserted: 0, touched: [] };
+  return dataSource.transaction(async (tx) => {
+    const inserted = await insertEvents(tx, events);
+    if (inserted.length === 0) return { inserted: 0, touched: [] };
+    await upsertRuns(tx, events);
+    const touched = newestPerRun(inserted);
+    await notify(tx, touched);
+    return { inserted: inserted.length, touched };
+  });
+}
+
+async function insertEvents(tx: EntityManager, events: RunEvent[]): Promise<RunTouch[]> {
+  const rows: RunTouch[] = await tx.query(
+    `INSERT INTO run_events (org, run_id, seq, type, ts, event)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::jsonb[])
+     ON CONFLICT (org, run_id, seq) DO NOTHING
+     RETURNING org, run_id, seq`,
+    [
+      events.map((e) => e.org),
+      events.map((e) => e.run_id),
+      events.map((e) => e.seq),
+      events.map((e) => e.type),
+      events.map((e) => e.ts),
+      events.map((e) => JSON.stringify(e)),
+    ],
+  );
+  return rows;
+}
+
+/** One upsert per run, from the newest event in the batch that carries a state. */
+async function upsertRuns(tx: EntityManager, events: RunEvent[]): Promise<void> {
+  const newest = new Map<string, { withState?: RunEvent; lastSeq: number; firstSeq: number; first: RunEvent }>();
+  for (const event of events) {
+    const key = `${event.org}\u0000${event.run_id}`;
+    const entry = newest.get(key) ?? { lastSeq: 0, firstSeq: Number.MAX_SAFE_INTEGER, first: event };
+    entry.lastSeq = Math.max(entry.lastSeq, event.seq);
+    if (event.seq < entry.firstSeq) {
+      entry.firstSeq = event.seq;
+      entry.first = event;
+    }
+    if (event.payload?.state && (!entry.withState || event.seq > entry.withState.seq)) entry.withState = event;
+    newest.set(key, entry);
+  }
+  for (const { withState, lastSeq, firstSeq, first } of newest.values()) {
+    const shown = withState ?? first;
+    const state = withState?.payload.state ?? null;
+    const model = typeof state?.model === 'string' ? state.model : null;
+    const parent = typeof state?.parent_run_id === 'string' ? state.parent_run_id : null;
+    // A row is created by whichever event arrives first; state moves only forward in seq, and
+    // created_at follows the lowest seq seen, so it is the first event's time once seq 1 is in.
+    await tx.query(
+      `INSERT INTO runs AS r (org, run_id, kind, status, state, state_seq, last_seq, first_seq, model, parent_run_id, created_at, updated_at)
+       VALUES ($1, $2, $3, COALESCE($4, 'queued'), COALESCE($5::jsonb, '{"status":"queued"}'::jsonb), $6, $7, $8, $9, $10, $11, $12)
+       ON CONFLICT (org, run_id) DO UPDATE SET
+         status = CASE WHEN excluded.state_seq > r.state_seq THEN excluded.status ELSE r.status END,
+         state = CASE WHEN excluded.state_seq > r.state_seq THEN excluded.state ELSE r.state END,
+         model = CASE WHEN excluded.state_seq > r.state_seq THEN COALESCE(excluded.model, r.model) ELSE r.model END,
+         parent_run_id = COALESCE(r.parent_run_id, excluded.parent_run_id),
+         state_seq = GREATEST(r.state_seq, excluded.state_seq),
+         updated_at = CASE WHEN excluded.last_seq > r.last_seq THEN excluded.updated_at ELSE r.updated_at END,
+         last_seq = GREATEST(r.last_seq, excluded.last_seq),
+         created_at = CASE WHEN excluded.first_seq < r.first_seq THEN excluded.created_at ELSE r.created_at END,
+         first_seq = LEAST(r.first_seq, excluded.first_seq)`,
+      [
+        shown.org,
+        shown.run_id,
+        shown.kind,
+        state?.status ?? null,
+        state ? JSON.stringify(state) : null,
+        withState?.seq ?? 0,
+        lastSeq,
+        firstSeq,
+        model,
+        parent,
+        first.ts,
+        shown.ts,
+      ],
+    );
+  }
+}
+
+function newestPerRun(rows: RunTouch[]): RunTouch[] {
+  const byRun = new Map<string, RunTouch>();
+  for (const row of rows) {
+    const key = `${row.org}\u0000${row.run_id}`;
+    const seen = byRun.get(key);
+    if (!seen || row.seq > seen.seq) byRun.set(key, { org: row.org, run_id: row.run_id, seq: Number(row.seq) });
+  }
+  return [...byRun.values()];
+}
+
+/** NOTIFY is delivered on commit, so listeners never see a batch before it is visible. */
+async function notify(tx: EntityManager, touched: RunTouch[]): Promise<void> {
+  let payload = JSON.stringify(touched.map((t) => [t.org, t.run_id, t.seq]));
+  if (Buffer.byteLength(payload) > MAX_NOTIFY_BYTES) payload = '*';
+  await tx.query('SELECT pg_notify($1, $2)', [RUN_EVENTS_CHANNEL, payload]);
+}
+
+/** Reads a NOTIFY payload back; `undefined` means "every run may have moved". */
+export function parseRunTouches(payload: string | undefined): RunTouch[] | undefined {
+  if (!payload || payload === '*') return undefined;
+  try {
+    const rows = JSON.parse(payload) as [string, string, number][];
+    return rows.map(([org, run_id, seq]) => ({ org, run_id, seq }));
+  } catch {
+    return undefined;
+  }
+}

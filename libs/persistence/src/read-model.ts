@@ -1,0 +1,118 @@
+import type { RunEvent } from '@agentrun/contracts';
+import type { DataSource } from 'typeorm';
+import type { RunCursor } from './cursor';
+
+export interface RunSummary {
+  run_id: string;
+  kind: string;
+  status: string;
+  model: string | null;
+  parent_run_id: string | null;
+  created_at: string;
+  updated_at: string;
+  last_seq: number;
+  state: Record<string, unknown>;
+}
+
+export interface RunFilters {
+  kind?: string;
+  status?: string;
+  model?: string;
+}
+
+interface RunRecord {
+  run_id: string;
+  kind: string;
+  status: string;
+  model: string | null;
+  parent_run_id: string | null;
+  created_at: Date;
+  updated_at: Date;
+  last_seq: number;
+  state: Record<string, unknown>;
+}
+
+function toSummary(row: RunRecord): RunSummary {
+  return {
+    run_id: row.run_id,
+    kind: row.kind,
+    status: row.status,
+    model: row.model,
+    parent_run_id: row.parent_run_id,
+    created_at: row.created_at.toISOString(),
+    updated_at: row.updated_at.toISOString(),
+    last_seq: Number(row.last_seq),
+    state: row.state,
+  };
+}
+
+const RUN_COLUMNS = 'run_id, kind, status, model, parent_run_id, created_at, updated_at, last_seq, state';
+
+/** Queries the gateway serves. Every one is scoped to a single org: another org's run is no run. */
+export class ReadModel {
+  constructor(private readonly db: DataSource) {}
+
+  /** Newest first, keyset on `(created_at, run_id)`: stable while new runs arrive. */
+  async listRuns(org: string, filters: RunFilters, after: RunCursor | undefined, limit: number): Promise<{ runs: RunSummary[]; next?: RunCursor }> {
+    const where = ['org = $1'];
+    const params: unknown[] = [org];
+    for (const [column, value] of [['kind', filters.kind], ['status', filters.status], ['model', filters.model]] as const) {
+      if (value !== undefined) {
+        params.push(value);
+        where.push(`${column} = $${params.length}`);
+      }
+    }
+    if (after) {
+      params.push(after.createdAt, after.runId);
+      where.push(`(created_at, run_id) < ($${params.length - 1}::timestamptz, $${params.length})`);
+    }
+    params.push(limit + 1);
+    const rows: RunRecord[] = await this.db.query(
+      `SELECT ${RUN_COLUMNS} FROM runs WHERE ${where.join(' AND ')}
+       ORDER BY created_at DESC, run_id DESC LIMIT $${params.length}`,
+      params,
+    );
+    const page = rows.slice(0, limit).map(toSummary);
+    const last = rows.length > limit ? rows[limit - 1] : undefined;
+    return { runs: page, next: last ? { createdAt: last.created_at.toISOString(), runId: last.run_id } : undefined };
+  }
+
+  async getRun(org: string, runId: string): Promise<RunSummary | undefined> {
+    const rows: RunRecord[] = await this.db.query(`SELECT ${RUN_COLUMNS} FROM runs WHERE org = $1 AND run_id = $2`, [org, runId]);
+    return rows[0] ? toSummary(rows[0]) : undefined;
+  }
+
+  async lastEvents(org: string, runId: string, count: number): Promise<RunEvent[]> {
+    const rows: { event: RunEvent }[] = await this.db.query(
+      `SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq DESC LIMIT $3`,
+      [org, runId, count],
+    );
+    return rows.map((r) => r.event).reverse();
+  }
+
+  /** Events after `seq`, in order, up to `limit`. Callers send only the contiguous prefix. */
+  async eventsAfter(org: string, runId: string, seq: number, limit: number): Promise<RunEvent[]> {
+    const rows: { event: RunEvent }[] = await this.db.query(
+      `SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`,
+      [org, runId, seq, limit],
+    );
+    return rows.map((r) => r.event);
+  }
+
+  async ping(): Promise<void> {
+    await this.db.query('SELECT 1');
+  }
+}
+
+/** The longest run of seqs `after+1, after+2, ...` at the start of `events` (sorted by seq). */
+export function contiguousPrefix(events: RunEvent[], after: number): RunEvent[] {
+  const out: RunEvent[] = [];
+  let expected = after + 1;
+  for (const event of events) {
+    if (event.seq < expected) continue;
+    if (event.seq !== expected) break;
+    out.push(event);
+    expected += 1;
+  }
+  return out;
+}

@@ -1,0 +1,300 @@
+import {
+  ActivityFailure,
+  allHandlersFinished,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  continueAsNew,
+  isCancellation,
+  proxyActivities,
+  setHandler,
+  TimeoutFailure,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { AgentRunState, AgentStatus, RunEvent, RunEventType } from '@agentrun/contracts';
+import type {
+  AgentActivities,
+  AgentCarry,
+  AgentRunInput,
+  AgentRunResult,
+  PublishActivities,
+  ToolCall,
+  ToolResult,
+} from './agent-run.types';
+import { cancelRunSignal, changeGoalUpdate, injectContextSignal, pauseSignal, resumeSignal, statusQuery } from './definitions';
+import { digest } from './digest';
+import { AGENT_STATUS_KEY, CURRENT_STEP_KEY } from './search-attributes';
+
+export type Step =
+  | { kind: 'tool'; tool: 'search' | 'embed'; lane: 'cpu' | 'gpu'; args: Record<string, string | number> }
+  | { kind: 'finish' };
+
+/** The next step, as a pure function of state: never calls a model, so replay always agrees. */
+export function plan(state: { step: number; max_steps: number; goal: string; context: string }): Step {
+  if (state.step >= state.max_steps) return { kind: 'finish' };
+  if (state.step % 2 === 0) return { kind: 'tool', tool: 'search', lane: 'cpu', args: { query: state.goal, step: state.step } };
+  return { kind: 'tool', tool: 'embed', lane: 'gpu', args: { text: state.context.slice(-400) || state.goal, step: state.step } };
+}
+
+const TOOL_RETRY = {
+  initialInterval: '200ms',
+  backoffCoefficient: 2,
+  maximumInterval: '5s',
+  maximumAttempts: 5,
+  nonRetryableErrorTypes: ['BadArguments'],
+};
+
+const PRIORITY_FOR_TIER = { enterprise: 1, team: 3, batch: 5 } as const;
+/** Events go out in batches of at most this many per publish activity. */
+const PUBLISH_BATCH = 100;
+
+export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
+  const info = workflowInfo();
+  const carry: AgentCarry = input.carry ?? {
+    step: 0,
+    seq: 0,
+    goal: input.goal,
+    context: '',
+    attempts: 0,
+    duplicates_suppressed: 0,
+    processed_command_ids: [],
+    status: 'queued',
+  };
+  let { step, seq, goal, context, attempts, status } = carry;
+  let duplicatesSuppressed = carry.duplicates_suppressed;
+  const processed = new Set(carry.processed_command_ids);
+  const executionStartedAtStep = step;
+  let paused = status === 'paused';
+  let cancelRequested = false;
+  let failure: { reason: string; message: string } | undefined;
+
+  const cpu = proxyActivities<AgentActivities>({
+    taskQueue: input.lanes.cpuTools,
+    startToCloseTimeout: '60s',
+    heartbeatTimeout: '10s',
+    retry: TOOL_RETRY,
+  });
+  const gpu = proxyActivities<AgentActivities>({
+    taskQueue: input.lanes.gpuTools,
+    scheduleToStartTimeout: '120s',
+    startToCloseTimeout: '60s',
+    heartbeatTimeout: '10s',
+    retry: TOOL_RETRY,
+    priority: { priorityKey: PRIORITY_FOR_TIER[input.tier], fairnessKey: input.org, fairnessWeight: 1 },
+  });
+  // Publishing retries for as long as it takes: an event the workflow decided on is never dropped.
+  const publisher = proxyActivities<PublishActivities>({
+    taskQueue: input.lanes.agentWorkflows,
+    startToCloseTimeout: '30s',
+    retry: { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '10s' },
+  });
+
+  const state = (): AgentRunState => ({
+    status,
+    goal,
+    step,
+    max_steps: input.max_steps,
+    policy: input.policy,
+    tier: input.tier,
+    ...(input.owner ? { owner: input.owner } : {}),
+    ...(input.parent_run_id ? { parent_run_id: input.parent_run_id } : {}),
+    ...(failure ? { reason: failure.reason, message: failure.message } : {}),
+  });
+
+  // The outbox: seq is assigned here and nowhere else, and one loop publishes in seq order.
+  const outbox: RunEvent[] = [];
+  let closing = false;
+  const emit = (type: RunEventType, extra: Record<string, unknown> = {}): void => {
+    seq += 1;
+    outbox.push({
+      run_id: input.run_id,
+      org: input.org,
+      kind: 'agent',
+      seq,
+      type,
+      ts: new Date().toISOString(),
+      payload: { ...extra, state: state() },
+    });
+  };
+  const publishing = (async () => {
+    for (;;) {
+      await condition(() => outbox.length > 0 || closing);
+      if (outbox.length === 0) return;
+      const batch = outbox.slice(0, PUBLISH_BATCH);
+      // Publishing must finish even while the run is being cancelled.
+      await CancellationScope.nonCancellable(() => publisher.publishRunEvents(batch));
+      outbox.splice(0, batch.length);
+    }
+  })();
+  const drainOutbox = async (): Promise<void> => {
+    closing = true;
+    await publishing;
+  };
+
+  const setStatus = (next: AgentStatus, type: RunEventType = 'status_changed', extra: Record<string, unknown> = {}): void => {
+    status = next;
+    upsertSearchAttributes([
+      { key: AGENT_STATUS_KEY, value: status },
+      { key: CURRENT_STEP_KEY, value: step },
+    ]);
+    emit(type, extra);
+  };
+
+  /** A command id seen before is a no-op: Signals may be delivered again after a retry. */
+  const firstTime = (commandId: string): boolean => {
+    if (processed.has(commandId)) return false;
+    processed.add(commandId);
+    return true;
+  };
+
+  setHandler(pauseSignal, ({ command_id }) => {
+    if (!firstTime(command_id) || paused || cancelRequested || status !== 'running') return;
+    paused = true;
+    setStatus('paused', 'status_changed', { command_id });
+  });
+  setHandler(resumeSignal, ({ command_id }) => {
+    if (!firstTime(command_id) || !paused || cancelRequested) return;
+    paused = false;
+    setStatus('running', 'status_changed', { command_id });
+  });
+  setHandler(cancelRunSignal, ({ command_id }) => {
+    if (!firstTime(command_id) || cancelRequested) return;
+    cancelRequested = true;
+    paused = false;
+    setStatus('cancelling', 'status_changed', { command_id });
+  });
+  setHandler(injectContextSignal, ({ command_id, text }) => {
+    if (!firstTime(command_id)) return;
+    context = `${context}\n[injected: ${text}]`;
+    emit('context_injected', { command_id, text });
+  });
+  setHandler(
+    changeGoalUpdate,
+    ({ command_id, goal: next }) => {
+      if (!firstTime(command_id)) return `ignored: command ${command_id} already applied`;
+      const previous = goal;
+      goal = next;
+      context = `${context}\n[goal changed: ${next}]`;
+      emit('goal_changed', { command_id, previous_goal: previous });
+      return `goal changed from '${previous}' to '${next}'`;
+    },
+    {
+      // Rejected here means never written to history.
+      validator: ({ command_id, goal: next }) => {
+        if (typeof next !== 'string' || next.trim() === '') throw new Error('goal must not be empty');
+        if (next.length > 500) throw new Error('goal must be at most 500 characters');
+        if (!command_id) throw new Error('command_id is required');
+      },
+    },
+  );
+  setHandler(statusQuery, () => ({
+    ...state(),
+    context,
+    attempts,
+    duplicates_suppressed: duplicatesSuppressed,
+    processed_command_ids: [...processed].sort(),
+    execution_id: workflowInfo().runId,
+    history_length: workflowInfo().historyLength,
+    history_size: workflowInfo().historySize,
+    execution_started_at_step: executionStartedAtStep,
+    last_seq: seq,
+  }));
+
+  const result = (): AgentRunResult => ({
+    status,
+    steps: step,
+    attempts,
+    duplicates_suppressed: duplicatesSuppressed,
+    last_seq: seq,
+  });
+
+  const runTool = async (next: Extract<Step, { kind: 'tool' }>): Promise<ToolResult> => {
+    const call: ToolCall = {
+      key: `${info.workflowId}:${step}:${digest(next.tool, JSON.stringify(next.args))}`,
+      org: input.org,
+      run_id: input.run_id,
+      tool: next.tool,
+      args: next.args,
+    };
+    try {
+      return await (next.lane === 'gpu' ? gpu : cpu).runTool(call);
+    } catch (err) {
+      if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_START') {
+        throw ApplicationFailure.nonRetryable(
+          `lane stalled: no worker took '${next.tool}' from task queue '${next.lane === 'gpu' ? input.lanes.gpuTools : input.lanes.cpuTools}' in time`,
+          'LaneStalled',
+        );
+      }
+      throw err;
+    }
+  };
+
+  try {
+    if (!input.carry) {
+      await cpu.prepareWorkspace({ org: input.org, run_id: input.run_id, goal });
+      setStatus('running', 'run_started');
+    }
+    for (;;) {
+      await condition(() => !paused || cancelRequested);
+      if (cancelRequested) {
+        setStatus('cancelled', 'run_finished');
+        break;
+      }
+      const next = plan({ step, max_steps: input.max_steps, goal, context });
+      if (next.kind === 'finish') {
+        setStatus('done', 'run_finished');
+        break;
+      }
+      if (step > executionStartedAtStep && (info.continueAsNewSuggested || step - executionStartedAtStep >= input.steps_per_execution)) {
+        await condition(allHandlersFinished);
+        await drainOutbox();
+        const nextCarry: AgentCarry = {
+          step,
+          seq,
+          goal,
+          context: context.slice(-4_000),
+          attempts,
+          duplicates_suppressed: duplicatesSuppressed,
+          processed_command_ids: [...processed].slice(-1_000),
+          status,
+        };
+        return await continueAsNew<typeof AgentRun>({ ...input, goal, carry: nextCarry });
+      }
+      const toolResult = await runTool(next);
+      attempts += toolResult.attempt - 1;
+      if (toolResult.duplicate) duplicatesSuppressed += 1;
+      context = `${context}\n[${toolResult.tool}] ${toolResult.output}`.slice(-8_000);
+      step += 1;
+      upsertSearchAttributes([{ key: CURRENT_STEP_KEY, value: step }]);
+      emit('step_completed', {
+        step: step - 1,
+        tool: toolResult.tool,
+        lane: toolResult.lane,
+        attempt: toolResult.attempt,
+        duplicate: toolResult.duplicate,
+        output: toolResult.output.slice(0, 2_000),
+      });
+    }
+  } catch (err) {
+    if (isCancellation(err)) {
+      // Temporal cancellation: record it, publish it, and let the cancellation stand.
+      await CancellationScope.nonCancellable(async () => {
+        setStatus('cancelled', 'run_finished');
+        await drainOutbox();
+      });
+      throw err;
+    }
+    const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
+    failure = {
+      reason: cause instanceof ApplicationFailure && cause.type === 'LaneStalled' ? 'lane_stalled' : 'activity_failed',
+      message: cause instanceof Error ? cause.message : String(cause),
+    };
+    setStatus('failed', 'run_finished');
+    await drainOutbox();
+    throw ApplicationFailure.nonRetryable(failure.message, failure.reason);
+  }
+  await condition(allHandlersFinished);
+  await drainOutbox();
+  return result();
+}

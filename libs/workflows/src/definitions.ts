@@ -1,0 +1,11 @@
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
+import type { AgentRunStatusView } from './agent-run.types';
+
+/** Signals, the Query and the Update of `AgentRun`, defined once: clients import these, never strings. */
+export const pauseSignal = defineSignal<[{ command_id: string }]>('pause');
+export const resumeSignal = defineSignal<[{ command_id: string }]>('resume');
+export const cancelRunSignal = defineSignal<[{ command_id: string }]>('cancel_run');
+export const injectContextSignal = defineSignal<[{ command_id: string; text: string }]>('inject_context');
+export const statusQuery = defineQuery<AgentRunStatusView>('status');
+/** An Update rather than a Signal: the sender learns whether the validator accepted the goal. */
+export const changeGoalUpdate = defineUpdate<string, [{ command_id: string; goal: string }]>('change_goal');
