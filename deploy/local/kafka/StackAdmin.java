@@ -51,7 +51,7 @@ public final class StackAdmin {
             Set<String> existing = waitForMetadata(admin, deadline);
             switch (mode) {
                 case "ready":
-                    System.out.println("kafka: broker answers metadata (" + existing.size() + " topics)");
+                    System.out.println("[stack] kafka: broker answers metadata (" + existing.size() + " topics)");
                     break;
                 case "topics":
                     if (args.length < 7) {
@@ -72,7 +72,7 @@ public final class StackAdmin {
                     usage();
             }
         } catch (Exception e) {
-            System.err.println("kafka admin: " + describe(e));
+            System.err.println("[stack] kafka admin: " + describe(e));
             System.exit(1);
         }
     }
@@ -124,7 +124,7 @@ public final class StackAdmin {
                     : admin.createTopics(toCreate).values().entrySet()) {
                 try {
                     e.getValue().get(30, TimeUnit.SECONDS);
-                    System.out.println("kafka: created topic " + e.getKey() + " (partitions=" + partitions
+                    System.out.println("[stack] kafka: created topic " + e.getKey() + " (partitions=" + partitions
                             + ", retention.ms=" + retentionMs + ", max.message.bytes=" + maxMessageBytes + ")");
                 } catch (ExecutionException ex) {
                     if (ex.getCause() instanceof TopicExistsException) {
@@ -143,9 +143,9 @@ public final class StackAdmin {
                 int have = descs.get(t).partitions().size();
                 if (have < partitions) {
                     grow.put(t, NewPartitions.increaseTo(partitions));
-                    System.out.println("kafka: topic " + t + " has " + have + " partitions, increasing to " + partitions);
+                    System.out.println("[stack] kafka: topic " + t + " has " + have + " partitions, increasing to " + partitions);
                 } else {
-                    System.out.println("kafka: topic " + t + " exists (partitions=" + have + "), left alone");
+                    System.out.println("[stack] kafka: topic " + t + " exists (partitions=" + have + "), left alone");
                 }
             }
             if (!grow.isEmpty()) {

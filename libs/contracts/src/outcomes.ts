@@ -13,6 +13,7 @@ export const REJECTION_REASONS = [
   'validator_rejected',
   'not_a_reviewer',
   'not_supported',
+  'internal_error',
 ] as const;
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
 

@@ -1,0 +1,11 @@
+import 'reflect-metadata';
+import { exitOnStartFailure, runService } from '@agentrun/runtime';
+import { loadGpuWorkerConfig } from './config';
+import { GpuWorkerModule } from './gpu-worker.module';
+
+async function main(): Promise<void> {
+  const config = loadGpuWorkerConfig();
+  await runService(GpuWorkerModule.forRoot(config), { name: 'gpu-worker', port: config.GPU_WORKER_PORT, shutdownGraceMs: config.SHUTDOWN_GRACE_MS });
+}
+
+main().catch(exitOnStartFailure('gpu-worker'));

@@ -1,0 +1,15 @@
+import 'reflect-metadata';
+import { exitOnStartFailure, runService } from '@agentrun/runtime';
+import { loadOrchestratorConfig } from './config';
+import { OrchestratorModule } from './orchestrator.module';
+
+async function main(): Promise<void> {
+  const config = loadOrchestratorConfig();
+  await runService(OrchestratorModule.forRoot(config), {
+    name: 'orchestrator',
+    port: config.ORCHESTRATOR_PORT,
+    shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
+  });
+}
+
+main().catch(exitOnStartFailure('orchestrator'));

@@ -1,0 +1,53 @@
+import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { createAgentActivities, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
+import { lanesFor } from '@agentrun/commands';
+import { EffectLedger } from '@agentrun/persistence';
+import { Database, Kafka, PLATFORM_CONFIG, WorkerPool, type ReadinessCheck } from '@agentrun/runtime';
+import type { OrchestratorConfig } from './config';
+
+/**
+ * Workflow code (with the event publisher beside it) on the `agent-workflows` lane, and the CPU
+ * tools on `cpu-tools`.
+ */
+@Injectable()
+export class TemporalWorkers implements OnModuleInit, OnModuleDestroy, ReadinessCheck {
+  readonly name = 'temporal-workers';
+  private pool?: WorkerPool;
+
+  constructor(
+    @Inject(PLATFORM_CONFIG) private readonly config: OrchestratorConfig,
+    private readonly db: Database,
+    private readonly kafka: Kafka,
+  ) {}
+
+  async onModuleInit(): Promise<void> {
+    const lanes = lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX);
+    const workflowSource = this.config.WORKFLOW_BUNDLE_PATH
+      ? { workflowBundle: { codePath: this.config.WORKFLOW_BUNDLE_PATH } }
+      : { workflowsPath: require.resolve('@agentrun/workflows') };
+    this.pool = await WorkerPool.start(this.config.TEMPORAL_ADDRESS, this.config.TEMPORAL_NAMESPACE, [
+      {
+        taskQueue: lanes.agentWorkflows,
+        ...workflowSource,
+        activities: createPublishActivities({ bus: this.kafka.bus, topicPrefix: this.kafka.topicPrefix }),
+      },
+      {
+        taskQueue: lanes.cpuTools,
+        activities: createAgentActivities({
+          workspaceRoot: this.config.WORKSPACE_ROOT,
+          effects: new EffectLedger(this.db.dataSource),
+          tools: CPU_TOOLS,
+        }),
+      },
+    ]);
+  }
+
+  async check(): Promise<void> {
+    if (!this.pool) throw new Error('workers not started');
+    await this.pool.check();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.pool?.stop();
+  }
+}

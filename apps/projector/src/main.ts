@@ -1,0 +1,11 @@
+import 'reflect-metadata';
+import { exitOnStartFailure, runService } from '@agentrun/runtime';
+import { loadProjectorConfig } from './config';
+import { ProjectorModule } from './projector.module';
+
+async function main(): Promise<void> {
+  const config = loadProjectorConfig();
+  await runService(ProjectorModule.forRoot(config), { name: 'projector', port: config.PROJECTOR_PORT, shutdownGraceMs: config.SHUTDOWN_GRACE_MS });
+}
+
+main().catch(exitOnStartFailure('projector'));

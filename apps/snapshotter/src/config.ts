@@ -1,0 +1,10 @@
+import { int, loadConfig, platformSpec, type ConfigOf } from '@agentrun/config';
+
+export const snapshotterSpec = {
+  ...platformSpec,
+  SNAPSHOTTER_PORT: int(8084, 1, 65535),
+  /** Captures at once; each one is mostly disk and network bound. */
+  SNAPSHOT_SLOTS: int(2, 1, 32),
+};
+export type SnapshotterConfig = ConfigOf<typeof snapshotterSpec>;
+export const loadSnapshotterConfig = () => loadConfig(snapshotterSpec);

@@ -1,0 +1,11 @@
+import 'reflect-metadata';
+import { exitOnStartFailure, runService } from '@agentrun/runtime';
+import { loadSnapshotterConfig } from './config';
+import { SnapshotterModule } from './snapshotter.module';
+
+async function main(): Promise<void> {
+  const config = loadSnapshotterConfig();
+  await runService(SnapshotterModule.forRoot(config), { name: 'snapshotter', port: config.SNAPSHOTTER_PORT, shutdownGraceMs: config.SHUTDOWN_GRACE_MS });
+}
+
+main().catch(exitOnStartFailure('snapshotter'));

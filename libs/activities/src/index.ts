@@ -1,0 +1,5 @@
+export * from './workspace';
+export * from './tools';
+export * from './agent.activities';
+export * from './publish.activities';
+export * from './snapshot.activities';

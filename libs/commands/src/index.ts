@@ -1,0 +1,2 @@
+export * from './lanes';
+export * from './command.service';

@@ -1,0 +1,55 @@
+import { Logger, type DynamicModule, type INestApplication, type Type } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import { Readiness } from './health';
+
+export interface ServiceOptions {
+  name: string;
+  port: number;
+  host?: string;
+  /** Longest a graceful stop may take before the process exits anyway. */
+  shutdownGraceMs: number;
+  configure?: (app: INestApplication) => void | Promise<void>;
+}
+
+/**
+ * Starts a service: its module, its HTTP port (health and, for the gateway, the API), and a clean
+ * stop on SIGTERM/SIGINT that drains consumers and workers through Nest's shutdown hooks.
+ */
+export async function runService(module: Type<unknown> | DynamicModule, options: ServiceOptions): Promise<INestApplication> {
+  const logger = new Logger(options.name);
+  const app = await NestFactory.create(module, { bufferLogs: false, logger: ['log', 'warn', 'error'] });
+  await options.configure?.(app);
+  let stopping = false;
+  const stop = async (signal: string): Promise<void> => {
+    if (stopping) return;
+    stopping = true;
+    logger.log(`${signal} received: draining`);
+    app.get(Readiness).markStopping();
+    const deadline = setTimeout(() => {
+      logger.error(`did not stop within ${options.shutdownGraceMs} ms; exiting`);
+      process.exit(1);
+    }, options.shutdownGraceMs);
+    deadline.unref();
+    try {
+      await app.close();
+      logger.log('stopped cleanly');
+      process.exitCode = 0;
+    } catch (err) {
+      logger.error(`error while stopping: ${(err as Error).stack ?? err}`);
+      process.exitCode = 1;
+    }
+  };
+  process.once('SIGTERM', () => void stop('SIGTERM'));
+  process.once('SIGINT', () => void stop('SIGINT'));
+  await app.listen(options.port, options.host ?? '127.0.0.1');
+  logger.log(`listening on http://${options.host ?? '127.0.0.1'}:${options.port} (livez, readyz)`);
+  return app;
+}
+
+/** Top-level failure of a service's start: say why and exit non-zero. */
+export function exitOnStartFailure(name: string): (err: unknown) => never {
+  return (err) => {
+    new Logger(name).error(`failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+    process.exit(1);
+  };
+}

@@ -1,0 +1,4 @@
+export * from './health';
+export * from './bootstrap';
+export * from './infrastructure';
+export * from './worker-pool';

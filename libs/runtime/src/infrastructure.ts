@@ -1,0 +1,95 @@
+import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { Client, Connection } from '@temporalio/client';
+import { kafkaTimings, type PlatformConfig } from '@agentrun/config';
+import { KafkaBus } from '@agentrun/kafka';
+import { createDataSource, migrate } from '@agentrun/persistence';
+import type { DataSource } from 'typeorm';
+import type { ReadinessCheck } from './health';
+
+export const PLATFORM_CONFIG = Symbol('PLATFORM_CONFIG');
+export const SERVICE_NAME = Symbol('SERVICE_NAME');
+
+/** Postgres for one service: connects and migrates (under the advisory lock) before the app starts. */
+@Injectable()
+export class Database implements OnModuleInit, OnApplicationShutdown, ReadinessCheck {
+  readonly name = 'postgres';
+  readonly dataSource: DataSource;
+  private readonly logger = new Logger('Database');
+
+  constructor(@Inject(PLATFORM_CONFIG) config: PlatformConfig, @Inject(SERVICE_NAME) service: string) {
+    this.dataSource = createDataSource({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, applicationName: `agentrun-${service}` });
+  }
+
+  async onModuleInit(): Promise<void> {
+    await this.dataSource.initialize();
+    const applied = await migrate(this.dataSource);
+    if (applied.length) this.logger.log(`applied migrations: ${applied.join(', ')}`);
+  }
+
+  async check(): Promise<void> {
+    await this.dataSource.query('SELECT 1');
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    if (this.dataSource.isInitialized) await this.dataSource.destroy();
+  }
+}
+
+/** The service's Kafka client. Consumers stop first (in their own shutdown), the producer last. */
+@Injectable()
+export class Kafka implements OnApplicationShutdown, ReadinessCheck {
+  readonly name = 'kafka';
+  readonly bus: KafkaBus;
+  readonly topicPrefix: string;
+
+  constructor(@Inject(PLATFORM_CONFIG) config: PlatformConfig, @Inject(SERVICE_NAME) service: string) {
+    const logger = new Logger('Kafka');
+    this.topicPrefix = config.AGENTRUN_TOPIC_PREFIX;
+    this.bus = new KafkaBus({
+      brokers: config.KAFKA_BROKERS,
+      clientId: `${config.KAFKA_CLIENT_ID}-${service}`,
+      timings: kafkaTimings(config),
+      log: (level, message) => (level === 'error' ? logger.error(message) : logger.warn(message)),
+    });
+  }
+
+  topic(name: string): string {
+    return this.topicPrefix + name;
+  }
+
+  async check(): Promise<void> {
+    await this.bus.ping();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.bus.close();
+  }
+}
+
+/** A Temporal client for services that start, signal and query workflows. */
+@Injectable()
+export class Temporal implements OnModuleInit, OnApplicationShutdown, ReadinessCheck {
+  readonly name = 'temporal';
+  private connection?: Connection;
+  private clientValue?: Client;
+
+  constructor(@Inject(PLATFORM_CONFIG) private readonly config: PlatformConfig) {}
+
+  async onModuleInit(): Promise<void> {
+    this.connection = await Connection.connect({ address: this.config.TEMPORAL_ADDRESS });
+    this.clientValue = new Client({ connection: this.connection, namespace: this.config.TEMPORAL_NAMESPACE });
+  }
+
+  get client(): Client {
+    if (!this.clientValue) throw new Error('Temporal client used before the module started');
+    return this.clientValue;
+  }
+
+  async check(): Promise<void> {
+    await this.connection?.healthService.check({});
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    await this.connection?.close();
+  }
+}

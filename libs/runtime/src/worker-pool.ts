@@ -1,0 +1,51 @@
+import { Logger } from '@nestjs/common';
+import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import type { ReadinessCheck } from './health';
+
+export type LaneWorkerOptions = Omit<WorkerOptions, 'connection' | 'namespace'>;
+
+/** The Temporal workers of one process: started together, checked together, drained together. */
+export class WorkerPool implements ReadinessCheck {
+  readonly name = 'temporal-workers';
+  private readonly logger = new Logger(WorkerPool.name);
+  private failure?: Error;
+  private readonly running: Promise<void>[];
+
+  private constructor(
+    private readonly connection: NativeConnection,
+    private readonly workers: Worker[],
+  ) {
+    this.running = workers.map((w) =>
+      w.run().catch((err: Error) => {
+        this.failure = err;
+        this.logger.error(`worker on ${w.options.taskQueue} stopped: ${err.stack ?? err.message}`);
+      }),
+    );
+    this.logger.log(`polling ${workers.map((w) => w.options.taskQueue).join(', ')}`);
+  }
+
+  static async start(address: string, namespace: string, lanes: LaneWorkerOptions[]): Promise<WorkerPool> {
+    const connection = await NativeConnection.connect({ address });
+    try {
+      const workers: Worker[] = [];
+      for (const lane of lanes) workers.push(await Worker.create({ ...lane, connection, namespace }));
+      return new WorkerPool(connection, workers);
+    } catch (err) {
+      await connection.close();
+      throw err;
+    }
+  }
+
+  async check(): Promise<void> {
+    if (this.failure) throw this.failure;
+    const states = this.workers.map((w) => w.getState());
+    if (states.some((s) => s !== 'RUNNING')) throw new Error(`workers are ${states.join(', ')}`);
+  }
+
+  /** Stops polling and waits for activities and workflow tasks in flight, then closes the connection. */
+  async stop(): Promise<void> {
+    for (const worker of this.workers) if (worker.getState() === 'RUNNING') worker.shutdown();
+    await Promise.all(this.running);
+    await this.connection.close();
+  }
+}
