@@ -168,7 +168,7 @@ daemon_start() { # SERVICE LOGFILE CMD...
   # server default dispositions back where coreutils' env can (it then installs its own).
   local reset=()
   if env --default-signal=INT,QUIT true 2>/dev/null; then reset=(env "--default-signal=INT,QUIT"); fi
-  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "${reset[@]}" "$@" </dev/null >>"$logfile" 2>&1 &
+  setsid bash -c 'echo $$ >"$0"; exec "$@"' "$pidfile" "${reset[@]}" "$@" </dev/null >>"$logfile" 2>&1 9>&- &
   local i
   for i in $(seq 1 50); do
     [ -s "$pidfile" ] && break
@@ -599,13 +599,17 @@ pg_stop_debian_clusters() {
 
 # The postgres user must be able to reach .stack/data/postgres: grant traverse (o+x) on ancestors.
 pg_ensure_traversable() {
-  local d="$STACK_DIR"
+  pg_as_user test -x "$DATA_DIR" 2>/dev/null && return 0
+  local d="$DATA_DIR" chain=() i
   while [ "$d" != / ]; do
-    if ! pg_as_user test -x "$d" 2>/dev/null; then
-      warn "postgres: granting o+x (traverse only) on $d so the '$PG_OS_USER' user can reach its data dir"
-      chmod o+x "$d"
-    fi
+    chain=("$d" "${chain[@]}")
     d="$(dirname "$d")"
+  done
+  for i in "${chain[@]}"; do # from the top down
+    if ! pg_as_user test -x "$i" 2>/dev/null; then
+      warn "postgres: granting o+x (traverse only) on $i so the '$PG_OS_USER' user can reach its data dir"
+      chmod o+x "$i"
+    fi
   done
 }
 
@@ -808,6 +812,14 @@ main() {
   local cmd="$1"
   shift
   select_services "$@"
+  case "$cmd" in
+    up | start | down | stop | restart)
+      # one mutating run at a time (e.g. CI and a test's global setup calling `up` together)
+      mkdir -p "$STACK_DIR"
+      exec 9>"$STACK_DIR/.lock"
+      flock -w 900 9 || die "another stack.sh run holds $STACK_DIR/.lock"
+      ;;
+  esac
   case "$cmd" in
     up | start) cmd_up ;;
     down | stop) [ -d "$STACK_DIR" ] || { say "nothing to stop"; return 0; }; cmd_down ;;

@@ -99,6 +99,18 @@ export class ReadModel {
     return rows.map((r) => r.event);
   }
 
+  /** A run exists once it has an event, or once its start was accepted (its first event may be in flight). */
+  async runExists(org: string, runId: string): Promise<boolean> {
+    const rows: unknown[] = await this.db.query(
+      `SELECT 1 FROM runs WHERE org = $1 AND run_id = $2
+       UNION ALL
+       SELECT 1 FROM command_ledger WHERE org = $1 AND run_id = $2 AND type LIKE '%.start' AND outcome = 'accepted'
+       LIMIT 1`,
+      [org, runId],
+    );
+    return rows.length > 0;
+  }
+
   async ping(): Promise<void> {
     await this.db.query('SELECT 1');
   }

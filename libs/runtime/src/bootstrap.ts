@@ -8,6 +8,8 @@ export interface ServiceOptions {
   host?: string;
   /** Longest a graceful stop may take before the process exits anyway. */
   shutdownGraceMs: number;
+  /** False when the service installs its own body parser (the gateway does, for its limits and errors). */
+  bodyParser?: boolean;
   configure?: (app: INestApplication) => void | Promise<void>;
 }
 
@@ -17,7 +19,7 @@ export interface ServiceOptions {
  */
 export async function runService(module: Type<unknown> | DynamicModule, options: ServiceOptions): Promise<INestApplication> {
   const logger = new Logger(options.name);
-  const app = await NestFactory.create(module, { bufferLogs: false, logger: ['log', 'warn', 'error'] });
+  const app = await NestFactory.create(module, { bodyParser: options.bodyParser ?? true, bufferLogs: false, logger: ['log', 'warn', 'error'] });
   await options.configure?.(app);
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {

@@ -1,0 +1,17 @@
+import { int, loadConfig, platformSpec, str, type ConfigOf } from '@agentrun/config';
+
+export const gatewaySpec = {
+  ...platformSpec,
+  GATEWAY_PORT: int(8080, 1, 65535),
+  GATEWAY_HOST: str('127.0.0.1'),
+  /** Signs list cursors so a tampered one is refused; set it per deployment. */
+  CURSOR_SECRET: str('local-development-cursor-secret'),
+  /** Seconds between SSE keepalive comments. */
+  SSE_KEEPALIVE_SECONDS: int(15, 1, 300),
+  /** Events shown with a run by GET /runs/{id}. */
+  RUN_LAST_EVENTS: int(20, 1, 500),
+  /** Used only by workflow starts made through HTTP, as the orchestrator's setting. */
+  AGENTRUN_STEPS_PER_EXECUTION: int(50, 1, 10_000),
+};
+export type GatewayConfig = ConfigOf<typeof gatewaySpec>;
+export const loadGatewayConfig = () => loadConfig(gatewaySpec);

@@ -1,0 +1,53 @@
+import { Module, type DynamicModule } from '@nestjs/common';
+import { APP_FILTER } from '@nestjs/core';
+import { TOPICS } from '@agentrun/contracts';
+import { CommandService } from '@agentrun/commands';
+import { CommandLedger, CursorCodec, ReadModel } from '@agentrun/persistence';
+import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
+import { CommandsController } from './commands.controller';
+import type { GatewayConfig } from './config';
+import { DocsController } from './docs.controller';
+import { LiveEventsHub } from './live-events.hub';
+import { LocalOrgGuard } from './org';
+import { ProblemFilter } from './problem';
+import { RunEventsController } from './run-events.controller';
+import { RunsController } from './runs.controller';
+
+@Module({})
+export class GatewayModule {
+  static forRoot(config: GatewayConfig): DynamicModule {
+    return {
+      module: GatewayModule,
+      controllers: [HealthController, DocsController, RunsController, RunEventsController, CommandsController],
+      providers: [
+        { provide: PLATFORM_CONFIG, useValue: config },
+        { provide: SERVICE_NAME, useValue: 'gateway' },
+        { provide: APP_FILTER, useClass: ProblemFilter },
+        Database,
+        Kafka,
+        Temporal,
+        LiveEventsHub,
+        LocalOrgGuard,
+        { provide: ReadModel, inject: [Database], useFactory: (db: Database) => new ReadModel(db.dataSource) },
+        { provide: CursorCodec, useValue: new CursorCodec(config.CURSOR_SECRET) },
+        {
+          provide: CommandService,
+          inject: [Temporal, Database, Kafka],
+          useFactory: (temporal: Temporal, db: Database, kafka: Kafka) =>
+            new CommandService({
+              get temporal() {
+                return temporal.client;
+              },
+              ledger: new CommandLedger(db.dataSource),
+              taskQueuePrefix: config.AGENTRUN_TASK_QUEUE_PREFIX,
+              stepsPerExecution: config.AGENTRUN_STEPS_PER_EXECUTION,
+              publishOutcome: (outcome) =>
+                kafka.bus.send(kafka.topic(TOPICS.commandResults), [{ key: outcome.run_id, value: JSON.stringify(outcome) }]),
+            }),
+        },
+        Readiness,
+        { provide: READINESS_CHECKS, inject: [Database, Kafka, Temporal, LiveEventsHub], useFactory: (...checks: unknown[]) => checks },
+      ],
+    };
+  }
+}

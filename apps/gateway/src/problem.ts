@@ -1,0 +1,80 @@
+import { ArgumentsHost, Catch, HttpException, HttpStatus, Logger, type ExceptionFilter } from '@nestjs/common';
+import type { NextFunction, Request, Response } from 'express';
+
+/** An RFC 9457 problem document: what went wrong, in words a person can act on. */
+export interface Problem {
+  type: string;
+  title: string;
+  status: number;
+  detail: string;
+  [extension: string]: unknown;
+}
+
+export class ProblemException extends HttpException {
+  constructor(status: number, title: string, detail: string, extensions: Record<string, unknown> = {}) {
+    const problem: Problem = { type: `https://agentrun.dev/problems/${slug(title)}`, title, status, detail, ...extensions };
+    super(problem, status);
+  }
+}
+
+function slug(title: string): string {
+  return title.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '');
+}
+
+export function sendProblem(res: Response, problem: Problem, headers: Record<string, string> = {}): void {
+  for (const [k, v] of Object.entries(headers)) res.setHeader(k, v);
+  res.status(problem.status).type('application/problem+json').send(JSON.stringify(problem));
+}
+
+function titleFor(status: number): string {
+  return (HttpStatus[status] ?? 'error').toString().toLowerCase().replace(/_/g, ' ');
+}
+
+/** Every error leaves the gateway as `application/problem+json`. */
+@Catch()
+export class ProblemFilter implements ExceptionFilter {
+  private readonly logger = new Logger('http');
+
+  catch(error: unknown, host: ArgumentsHost): void {
+    const res = host.switchToHttp().getResponse<Response>();
+    if (res.headersSent) {
+      res.end();
+      return;
+    }
+    if (error instanceof HttpException) {
+      const status = error.getStatus();
+      const body = error.getResponse();
+      if (typeof body === 'object' && body !== null && 'type' in body && 'detail' in body) {
+        sendProblem(res, body as Problem, status === 503 ? { 'Retry-After': '2' } : {});
+        return;
+      }
+      const message = typeof body === 'string' ? body : ((body as { message?: unknown }).message ?? error.message);
+      sendProblem(res, {
+        type: 'about:blank',
+        title: titleFor(status),
+        status,
+        detail: Array.isArray(message) ? message.join('; ') : String(message),
+      });
+      return;
+    }
+    this.logger.error((error as Error)?.stack ?? String(error));
+    sendProblem(res, { type: 'about:blank', title: 'internal server error', status: 500, detail: 'the gateway failed to answer; the error is logged' });
+  }
+}
+
+/** Body-parser failures happen before Nest's filters; this answers them the same way. */
+export function bodyErrorHandler(err: { type?: string; status?: number; message?: string; limit?: number }, _req: Request, res: Response, next: NextFunction): void {
+  if (err.type === 'entity.too.large') {
+    sendProblem(res, { type: 'about:blank', title: 'payload too large', status: 413, detail: `request body exceeds the ${err.limit ?? 65536}-byte limit` });
+    return;
+  }
+  if (err.type === 'entity.parse.failed') {
+    sendProblem(res, { type: 'about:blank', title: 'bad request', status: 400, detail: `request body is not valid JSON: ${err.message}` });
+    return;
+  }
+  if (err.status && err.status >= 400 && err.status < 500) {
+    sendProblem(res, { type: 'about:blank', title: titleFor(err.status), status: err.status, detail: err.message ?? 'bad request' });
+    return;
+  }
+  next(err);
+}

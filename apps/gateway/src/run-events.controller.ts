@@ -1,0 +1,108 @@
+import { Controller, Get, Inject, Param, Query, Req, Res, UseGuards } from '@nestjs/common';
+import { isTerminal, type RunEvent } from '@agentrun/contracts';
+import { contiguousPrefix, ReadModel } from '@agentrun/persistence';
+import { PLATFORM_CONFIG } from '@agentrun/runtime';
+import type { Request, Response } from 'express';
+import type { GatewayConfig } from './config';
+import { LiveEventsHub } from './live-events.hub';
+import { CurrentOrg, LocalOrgGuard } from './org';
+import { ProblemException } from './problem';
+import { requireRunId } from './runs.controller';
+
+const PAGE = 500;
+
+function parseAfter(header: string | undefined, query: string | undefined): number {
+  const text = header ?? query;
+  if (text === undefined || text === '') return 0;
+  if (!/^\d{1,9}$/.test(text)) throw new ProblemException(400, 'bad resume point', 'Last-Event-ID and after must be a non-negative integer seq');
+  return Number(text);
+}
+
+function frame(event: RunEvent): string {
+  return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+}
+
+@Controller('runs')
+@UseGuards(LocalOrgGuard)
+export class RunEventsController {
+  constructor(
+    private readonly readModel: ReadModel,
+    private readonly hub: LiveEventsHub,
+    @Inject(PLATFORM_CONFIG) private readonly config: GatewayConfig,
+  ) {}
+
+  /**
+   * The run's events as SSE, resuming after `Last-Event-ID` (or `after`). Only the contiguous
+   * prefix of seqs is sent, so a reconnect never skips or repeats one; frames are pushed when the
+   * projector commits, never polled.
+   */
+  @Get(':id/events')
+  async stream(
+    @CurrentOrg() org: string,
+    @Param('id') id: string,
+    @Query('after') afterQuery: string | undefined,
+    @Req() req: Request,
+    @Res() res: Response,
+  ): Promise<void> {
+    const runId = requireRunId(id);
+    let last = parseAfter(req.header('last-event-id'), afterQuery);
+    if (!(await this.readModel.runExists(org, runId))) throw new ProblemException(404, 'run not found', `no run '${runId}' in org ${org}`);
+
+    res.status(200);
+    res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
+    res.setHeader('Cache-Control', 'no-cache, no-transform');
+    res.setHeader('Connection', 'keep-alive');
+    res.setHeader('X-Accel-Buffering', 'no');
+    res.flushHeaders();
+    res.write(`retry: 1000\n\n`);
+
+    let closed = false;
+    let pumping = false;
+    let again = false;
+    const finish = (): void => {
+      if (closed) return;
+      closed = true;
+      clearInterval(keepalive);
+      unsubscribe();
+      res.end();
+    };
+    const pump = async (): Promise<void> => {
+      if (pumping) {
+        again = true;
+        return;
+      }
+      pumping = true;
+      try {
+        do {
+          again = false;
+          for (;;) {
+            const events = contiguousPrefix(await this.readModel.eventsAfter(org, runId, last, PAGE), last);
+            if (closed || events.length === 0) break;
+            let terminal = false;
+            for (const event of events) {
+              res.write(frame(event));
+              last = event.seq;
+              if (event.payload?.state && isTerminal(String(event.payload.state.status))) terminal = true;
+            }
+            if (terminal) {
+              res.write(`event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: last })}\n\n`);
+              finish();
+              return;
+            }
+            if (events.length < PAGE) break;
+          }
+        } while (again && !closed);
+      } catch (err) {
+        res.write(`event: error\ndata: ${JSON.stringify({ detail: (err as Error).message })}\n\n`);
+        finish();
+      } finally {
+        pumping = false;
+      }
+    };
+    // Subscribe before the first read, so a commit between the two is not missed.
+    const unsubscribe = this.hub.subscribe(org, runId, () => void pump());
+    const keepalive = setInterval(() => res.write(`: keepalive\n\n`), this.config.SSE_KEEPALIVE_SECONDS * 1000);
+    req.on('close', finish);
+    await pump();
+  }
+}

@@ -1,0 +1,73 @@
+import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
+import { RUN_ID_PATTERN, RUN_KINDS, RUN_STATUSES } from '@agentrun/contracts';
+import { CursorCodec, CursorError, ReadModel, type RunCursor, type RunSummary } from '@agentrun/persistence';
+import type { RunEvent } from '@agentrun/contracts';
+import { CurrentOrg, LocalOrgGuard } from './org';
+import { ProblemException } from './problem';
+import { PLATFORM_CONFIG } from '@agentrun/runtime';
+import type { GatewayConfig } from './config';
+
+const runIdRe = new RegExp(RUN_ID_PATTERN);
+
+export function requireRunId(id: string): string {
+  if (!runIdRe.test(id)) throw new ProblemException(400, 'bad run id', `run id must match ${RUN_ID_PATTERN}`);
+  return id;
+}
+
+function oneOf(name: string, value: string | undefined, allowed: readonly string[]): string | undefined {
+  if (value === undefined) return undefined;
+  if (!allowed.includes(value)) throw new ProblemException(400, 'bad filter', `${name} must be one of ${allowed.join(', ')}`);
+  return value;
+}
+
+@Controller('runs')
+@UseGuards(LocalOrgGuard)
+export class RunsController {
+  constructor(
+    private readonly readModel: ReadModel,
+    private readonly cursors: CursorCodec,
+    @Inject(PLATFORM_CONFIG) private readonly config: GatewayConfig,
+  ) {}
+
+  /** Newest first, one org, keyset-paged by an opaque signed cursor. */
+  @Get()
+  async list(
+    @CurrentOrg() org: string,
+    @Query('kind') kind?: string,
+    @Query('status') status?: string,
+    @Query('model') model?: string,
+    @Query('cursor') cursor?: string,
+    @Query('limit') limitText?: string,
+  ): Promise<{ runs: RunSummary[]; next_cursor: string | null }> {
+    const limit = limitText === undefined ? 20 : Number(limitText);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 200) {
+      throw new ProblemException(400, 'bad limit', 'limit must be an integer from 1 to 200');
+    }
+    if (model !== undefined && (model.length === 0 || model.length > 200)) {
+      throw new ProblemException(400, 'bad filter', 'model must be 1-200 characters');
+    }
+    let after: RunCursor | undefined;
+    if (cursor !== undefined) {
+      try {
+        after = this.cursors.decode(cursor);
+      } catch (err) {
+        if (err instanceof CursorError) throw new ProblemException(400, 'bad cursor', `${err.message}; start again without a cursor`);
+        throw err;
+      }
+    }
+    const page = await this.readModel.listRuns(
+      org,
+      { kind: oneOf('kind', kind, RUN_KINDS), status: oneOf('status', status, RUN_STATUSES), model },
+      after,
+      limit,
+    );
+    return { runs: page.runs, next_cursor: page.next ? this.cursors.encode(page.next) : null };
+  }
+
+  @Get(':id')
+  async get(@CurrentOrg() org: string, @Param('id') id: string): Promise<RunSummary & { last_events: RunEvent[] }> {
+    const run = await this.readModel.getRun(org, requireRunId(id));
+    if (!run) throw new ProblemException(404, 'run not found', `no run '${id}' in org ${org}`);
+    return { ...run, last_events: await this.readModel.lastEvents(org, id, this.config.RUN_LAST_EVENTS) };
+  }
+}
