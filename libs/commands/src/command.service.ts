@@ -3,6 +3,7 @@ import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@tempor
 import { defineSearchAttributeKey, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import {
   DEFAULT_MAX_STEPS,
+  isTerminal,
   workflowIdFor,
   type Command,
   type CommandOf,
@@ -50,6 +51,7 @@ function isTransient(err: unknown): boolean {
 }
 
 const startedBy = 'start_command_id';
+const AGENT_STATUS_KEY = defineSearchAttributeKey('AgentStatus', 'KEYWORD');
 
 /**
  * The command library: the one path from a command (Kafka or HTTP) to Temporal. Each command id
@@ -197,8 +199,11 @@ export class CommandService {
     if (description.type !== WORKFLOW_TYPE_OF_KIND[kind]) {
       return { outcome: 'rejected', reason: 'wrong_kind', message: `run '${command.run_id}' is not an ${kind} run` };
     }
-    if (description.status.name !== 'RUNNING') {
-      return { outcome: 'rejected', reason: 'run_closed', message: `run '${command.run_id}' has already ended (${description.status.name.toLowerCase()})` };
+    // A run that reached a terminal status is closed even while it finishes publishing its last events.
+    const shown = description.typedSearchAttributes.get(AGENT_STATUS_KEY);
+    if (description.status.name !== 'RUNNING' || (shown !== undefined && isTerminal(shown))) {
+      const ended = shown !== undefined && isTerminal(shown) ? shown : description.status.name.toLowerCase();
+      return { outcome: 'rejected', reason: 'run_closed', message: `run '${command.run_id}' has already ended (${ended})` };
     }
     return { handle };
   }

@@ -28,7 +28,8 @@ export const SEARCH_ATTRIBUTES = {
   Owner: 'Keyword',
   Org: 'Keyword',
   RunKind: 'Keyword',
-  ParentRunId: 'Keyword',
+  // `ParentRunId` is a Temporal system attribute (reserved), so ours has its own name.
+  RunParent: 'Keyword',
 } as const satisfies Record<string, SearchAttributeType>;
 
 /** `run_id` as DESIGN defines it: chosen by the client or generated, unique within an org. */

@@ -13,4 +13,4 @@ export const CURRENT_STEP_KEY = key('CurrentStep');
 export const OWNER_KEY = key('Owner');
 export const ORG_KEY = key('Org');
 export const RUN_KIND_KEY = key('RunKind');
-export const PARENT_RUN_ID_KEY = key('ParentRunId');
+export const RUN_PARENT_KEY = key('RunParent');

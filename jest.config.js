@@ -1,0 +1,39 @@
+/** Two tiers, split by file name: `*.spec.ts` are unit tests, `tests/e2e/*.e2e.ts` run against the real stack. */
+const swc = [
+  '@swc/jest',
+  {
+    jsc: {
+      parser: { syntax: 'typescript', decorators: true },
+      transform: { legacyDecorator: true, decoratorMetadata: true },
+      target: 'es2022',
+    },
+    module: { type: 'commonjs' },
+  },
+];
+
+const shared = {
+  transform: { '^.+\\.ts$': swc },
+  moduleNameMapper: {
+    '^@agentrun/contracts/validation$': '<rootDir>/libs/contracts/src/validation.ts',
+    '^@agentrun/([a-z-]+)$': '<rootDir>/libs/$1/src',
+  },
+  testEnvironment: 'node',
+  modulePathIgnorePatterns: ['<rootDir>/.stack/', '<rootDir>/dist/', '<rootDir>/.*/dist/'],
+};
+
+module.exports = {
+  projects: [
+    {
+      ...shared,
+      displayName: 'unit',
+      testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/apps/**/*.spec.ts', '<rootDir>/tests/unit/**/*.spec.ts'],
+    },
+    {
+      ...shared,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/tests/e2e/**/*.e2e.ts'],
+      setupFilesAfterEnv: ['<rootDir>/tests/support/e2e-setup.ts'],
+      slowTestThreshold: 60,
+    },
+  ],
+};

@@ -1,0 +1,221 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { createWriteStream, existsSync, mkdirSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { join } from 'node:path';
+import { Client as PgClient } from 'pg';
+import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
+import { TOPICS } from '@agentrun/contracts';
+import { REPO_ROOT, stackEnv, stackUrls } from './stack-env';
+import { waitFor } from './wait';
+
+export const APPS = ['gateway', 'orchestrator', 'gpu-worker', 'projector', 'snapshotter'] as const;
+export type AppName = (typeof APPS)[number];
+
+const PORT_VARIABLE: Record<AppName, string> = {
+  gateway: 'GATEWAY_PORT',
+  orchestrator: 'ORCHESTRATOR_PORT',
+  'gpu-worker': 'GPU_WORKER_PORT',
+  projector: 'PROJECTOR_PORT',
+  snapshotter: 'SNAPSHOTTER_PORT',
+};
+
+async function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+    });
+  });
+}
+
+export interface TopicRecord<T = unknown> {
+  partition: number;
+  offset: string;
+  key: string | null;
+  value: T;
+}
+
+/**
+ * One isolated copy of the platform on the shared stack: its own topics (prefixed), task queues
+ * (prefixed), database and workspace, and the five apps as real child processes from built output.
+ */
+export class Platform {
+  readonly id = `t${randomBytes(4).toString('hex')}`;
+  readonly prefix = `${this.id}.`;
+  readonly database = `agentrun_${this.id}`;
+  readonly ports = {} as Record<AppName, number>;
+  readonly kafka: Kafka;
+  private readonly processes = new Map<AppName, ChildProcess>();
+  private readonly exits = new Map<AppName, Promise<number | null>>();
+  private producer?: Producer;
+  private readonly consumers: Consumer[] = [];
+  private readonly urls = stackUrls();
+  readonly dataDir: string;
+  db?: PgClient;
+
+  constructor(private readonly extraEnv: Record<string, string> = {}) {
+    this.kafka = new Kafka({ clientId: `e2e-${this.id}`, brokers: this.urls.kafkaBrokers, logLevel: logLevel.NOTHING });
+    this.dataDir = join(REPO_ROOT, '.stack', 'test-runs', this.id);
+  }
+
+  topic(name: string): string {
+    return this.prefix + name;
+  }
+
+  get gatewayUrl(): string {
+    return `http://127.0.0.1:${this.ports.gateway}`;
+  }
+
+  async start(): Promise<void> {
+    mkdirSync(join(this.dataDir, 'logs'), { recursive: true });
+    const admin = new PgClient({ connectionString: this.urls.databaseUrl() });
+    await admin.connect();
+    await admin.query(`CREATE DATABASE ${this.database}`);
+    await admin.end();
+    this.db = new PgClient({ connectionString: this.urls.databaseUrl(this.database) });
+    await this.db.connect();
+
+    const kafkaAdmin = this.kafka.admin();
+    await kafkaAdmin.connect();
+    const partitions = Number(stackEnv().KAFKA_TOPIC_PARTITIONS ?? 3);
+    await kafkaAdmin.createTopics({
+      waitForLeaders: true,
+      topics: Object.values(TOPICS).map((t) => ({ topic: this.topic(t), numPartitions: Math.max(3, partitions), replicationFactor: 1 })),
+    });
+    await kafkaAdmin.disconnect();
+
+    for (const app of APPS) this.ports[app] = await freePort();
+    await Promise.all(APPS.map((app) => this.startApp(app)));
+  }
+
+  env(app: AppName): Record<string, string> {
+    return {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/root',
+      AGENTRUN_MODE: 'local',
+      AGENTRUN_PROFILE: 'test',
+      KAFKA_BROKERS: this.urls.kafkaBrokers.join(','),
+      AGENTRUN_TOPIC_PREFIX: this.prefix,
+      TEMPORAL_ADDRESS: this.urls.temporalAddress,
+      TEMPORAL_NAMESPACE: this.urls.namespace,
+      AGENTRUN_TASK_QUEUE_PREFIX: this.prefix,
+      DATABASE_URL: this.urls.databaseUrl(this.database),
+      DATABASE_POOL_SIZE: '5',
+      WORKSPACE_ROOT: join(this.dataDir, 'workspaces'),
+      OBJECT_STORE_DIR: join(this.dataDir, 'objects'),
+      WORKFLOW_BUNDLE_PATH: join(REPO_ROOT, 'libs/workflows/dist/workflow-bundle.js'),
+      SHUTDOWN_GRACE_MS: '20000',
+      [PORT_VARIABLE[app]]: String(this.ports[app]),
+      ...this.extraEnv,
+    };
+  }
+
+  async startApp(app: AppName): Promise<void> {
+    const main = join(REPO_ROOT, 'apps', app, 'dist', 'main.js');
+    if (!existsSync(main)) throw new Error(`${main} is missing: run npm run build first`);
+    const log = createWriteStream(join(this.dataDir, 'logs', `${app}.log`), { flags: 'a' });
+    const child = spawn(process.execPath, [main], { env: this.env(app), stdio: ['ignore', 'pipe', 'pipe'] });
+    child.stdout?.pipe(log, { end: false });
+    child.stderr?.pipe(log, { end: false });
+    this.processes.set(app, child);
+    this.exits.set(
+      app,
+      new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? -1 : null)))),
+    );
+    await waitFor(`${app} to be ready (log: ${join(this.dataDir, 'logs', `${app}.log`)})`, async () => {
+      if (child.exitCode !== null) throw new Error(`${app} exited with ${child.exitCode}`);
+      const res = await fetch(`http://127.0.0.1:${this.ports[app]}/readyz`);
+      return res.status === 200;
+    }, 90_000, 200);
+  }
+
+  /** Sends `signal` to an app and waits for it to exit; returns its exit code (-1 when killed by a signal). */
+  async stopApp(app: AppName, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+    const child = this.processes.get(app);
+    if (!child || child.exitCode !== null || child.signalCode !== null) return child?.exitCode ?? null;
+    child.kill(signal);
+    const code = await this.exits.get(app);
+    this.processes.delete(app);
+    return code ?? null;
+  }
+
+  async stop(): Promise<void> {
+    for (const consumer of this.consumers) await consumer.disconnect().catch(() => undefined);
+    await this.producer?.disconnect().catch(() => undefined);
+    await Promise.all(APPS.map((app) => this.stopApp(app)));
+    await this.db?.end().catch(() => undefined);
+  }
+
+  /** Publishes raw values to the commands topic with a plain kafkajs producer, as an outside system would. */
+  async publishCommands(messages: { key: string; value: string | Buffer }[]): Promise<void> {
+    if (!this.producer) {
+      this.producer = this.kafka.producer({ allowAutoTopicCreation: false });
+      await this.producer.connect();
+    }
+    await this.producer.send({ topic: this.topic(TOPICS.commands), messages });
+  }
+
+  async publishCommand(command: Record<string, unknown> & { run_id: string }): Promise<void> {
+    await this.publishCommands([{ key: command.run_id, value: JSON.stringify(command) }]);
+  }
+
+  /** Follows a topic from the beginning; the returned array fills as records arrive. */
+  async follow<T = Record<string, unknown>>(topicName: string): Promise<TopicRecord<T>[]> {
+    const records: TopicRecord<T>[] = [];
+    const consumer = this.kafka.consumer({ groupId: `${this.id}-follow-${randomBytes(3).toString('hex')}` });
+    this.consumers.push(consumer);
+    await consumer.connect();
+    await consumer.subscribe({ topic: this.topic(topicName), fromBeginning: true });
+    await consumer.run({
+      eachMessage: async ({ partition, message }) => {
+        const text = message.value?.toString('utf8') ?? '';
+        let value: unknown = text;
+        try {
+          value = JSON.parse(text);
+        } catch {
+          // not JSON: keep the text
+        }
+        records.push({ partition, offset: message.offset, key: message.key?.toString('utf8') ?? null, value: value as T });
+      },
+    });
+    return records;
+  }
+
+  async http(method: string, path: string, options: { org?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: any; headers: Headers }> {
+    const headers: Record<string, string> = { ...(options.headers ?? {}) };
+    if (options.org) headers['X-Org'] = options.org;
+    let body: string | undefined;
+    if (options.body !== undefined) {
+      headers['Content-Type'] = 'application/json';
+      body = typeof options.body === 'string' ? options.body : JSON.stringify(options.body);
+    }
+    const res = await fetch(this.gatewayUrl + path, { method, headers, body });
+    const text = await res.text();
+    let parsed: unknown = text;
+    try {
+      parsed = JSON.parse(text);
+    } catch {
+      // keep the text
+    }
+    return { status: res.status, body: parsed, headers: res.headers };
+  }
+
+  async query<T = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<T[]> {
+    const result = await this.db!.query(sql, params);
+    return result.rows as T[];
+  }
+
+  async waitForStatus(org: string, runId: string, status: string, timeoutMs = 120_000): Promise<void> {
+    await waitFor(`run ${org}/${runId} to be ${status}`, async () => {
+      const rows = await this.query<{ status: string }>('SELECT status FROM runs WHERE org = $1 AND run_id = $2', [org, runId]);
+      return rows[0]?.status === status;
+    }, timeoutMs, 100);
+  }
+}
+
+export function uniqueId(prefix: string): string {
+  return `${prefix}-${randomBytes(5).toString('hex')}`;
+}
