@@ -142,6 +142,8 @@ export default tseslint.config(
             { sourceTag: 'scope:contracts', onlyDependOnLibsWithTags: [] },
             // Libraries never reach into apps.
             { sourceTag: 'type:lib', onlyDependOnLibsWithTags: ['type:lib'], notDependOnLibsWithTags: ['type:app'] },
+            // Infrastructure adapters (config/kafka/persistence/runtime) sit below the domain libs.
+            { sourceTag: 'layer:infra', notDependOnLibsWithTags: ['layer:domain'] },
             // Apps compose libraries; they never import another app.
             { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:lib'], notDependOnLibsWithTags: ['type:app'] },
           ],

@@ -203,6 +203,13 @@ export class Platform {
     return { status: res.status, body: parsed, headers: res.headers };
   }
 
+  /** A new test connection, e.g. after Postgres restarted. */
+  async reconnectDb(): Promise<void> {
+    await this.db?.end().catch(() => undefined);
+    this.db = new PgClient({ connectionString: this.urls.databaseUrl(this.database) });
+    await this.db.connect();
+  }
+
   async query<T = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<T[]> {
     const result = await this.db!.query(sql, params);
     return result.rows as T[];
