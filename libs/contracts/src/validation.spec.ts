@@ -1,0 +1,71 @@
+import { MAX_COMMAND_BYTES } from './names';
+import { checkCommand, readCommand, readRunEvent } from './validation';
+
+const valid = { command_id: 'c-1', type: 'agent.start', org: 'acme', run_id: 'agent-42', payload: { goal: 'find the bug' } };
+const bytes = (value: unknown) => Buffer.from(JSON.stringify(value));
+
+describe('reading a command off the wire', () => {
+  it('accepts a valid command', () => {
+    expect(readCommand(bytes(valid))).toEqual({ kind: 'command', command: valid });
+  });
+
+  it('sends what is not JSON, too large, or without a command id or org to the DLQ', () => {
+    expect(readCommand(Buffer.from('{nope'))).toMatchObject({ kind: 'unreadable', reason: 'not_json' });
+    expect(readCommand(Buffer.alloc(0))).toMatchObject({ kind: 'unreadable', reason: 'not_json' });
+    expect(readCommand(Buffer.alloc(MAX_COMMAND_BYTES + 1, 32))).toMatchObject({ kind: 'unreadable', reason: 'too_large' });
+    expect(readCommand(bytes([valid]))).toMatchObject({ kind: 'unreadable', reason: 'not_a_command' });
+    expect(readCommand(bytes({ ...valid, command_id: undefined }))).toMatchObject({ kind: 'unreadable', reason: 'not_a_command' });
+    expect(readCommand(bytes({ ...valid, command_id: 'has space' }))).toMatchObject({ kind: 'unreadable', reason: 'not_a_command' });
+    expect(readCommand(bytes({ ...valid, org: 'a/b' }))).toMatchObject({ kind: 'unreadable', reason: 'not_a_command' });
+  });
+
+  it('rejects, with a reason a person can act on, a readable command that is wrong', () => {
+    expect(readCommand(bytes({ ...valid, type: 'agent.explode' }))).toMatchObject({ kind: 'rejected', reason: 'unknown_type', message: "unknown command type 'agent.explode'" });
+    expect(readCommand(bytes({ ...valid, run_id: '../x' }))).toMatchObject({ kind: 'rejected', reason: 'invalid_payload', message: expect.stringMatching(/run_id/) });
+    expect(readCommand(bytes({ ...valid, payload: { goal: '' } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/payload.goal/) });
+    expect(readCommand(bytes({ ...valid, payload: { goal: 'x'.repeat(501) } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/500/) });
+    expect(readCommand(bytes({ ...valid, payload: { goal: 'ok', max_steps: 10_001 } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/max_steps/) });
+    expect(readCommand(bytes({ ...valid, payload: { goal: 'ok', tier: 'gold' } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/enterprise, team, batch/) });
+    expect(readCommand(bytes({ ...valid, payload: { goal: 'ok', extra: 1 } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/unknown field 'extra'/) });
+    expect(readCommand(bytes({ ...valid, type: 'agent.pause', payload: { now: true } }))).toMatchObject({ kind: 'rejected', reason: 'invalid_payload' });
+  });
+
+  it('keeps the fields an outcome record needs when it rejects', () => {
+    const reading = checkCommand({ ...valid, payload: {} });
+    expect(reading).toMatchObject({ kind: 'rejected', command_id: 'c-1', org: 'acme', run_id: 'agent-42', type: 'agent.start' });
+  });
+
+  it('checks the eval start shapes: case ids or a count, a fraction between 0 and 1', () => {
+    const evalStart = { ...valid, type: 'eval.start' };
+    expect(checkCommand({ ...evalStart, payload: { model: 'm', suite: 's', cases: 10 } }).kind).toBe('command');
+    expect(checkCommand({ ...evalStart, payload: { model: 'm', suite: 's', case_ids: ['a', 'b'] } }).kind).toBe('command');
+    expect(checkCommand({ ...evalStart, payload: { model: 'm', suite: 's' } }).kind).toBe('rejected');
+    expect(checkCommand({ ...evalStart, payload: { model: 'm', suite: 's', cases: 501 } }).kind).toBe('rejected');
+    expect(checkCommand({ ...evalStart, payload: { model: 'm', suite: 's', cases: 3, fail_fraction: 1.5 } }).kind).toBe('rejected');
+  });
+});
+
+describe('reading a run event', () => {
+  const event = {
+    run_id: 'agent-42',
+    org: 'acme',
+    kind: 'agent',
+    seq: 1,
+    type: 'run_started',
+    ts: '2026-11-29T17:00:00.000Z',
+    payload: { state: { status: 'running', goal: 'g', step: 0, max_steps: 8, policy: 'scripted', tier: 'batch' } },
+  };
+
+  it('accepts a valid event, and one of a type it does not know', () => {
+    expect(readRunEvent(bytes(event))).toEqual({ ok: true, event });
+    expect(readRunEvent(bytes({ ...event, type: 'something_new', payload: {} })).ok).toBe(true);
+  });
+
+  it('refuses a seq below 1, an unknown status, a missing field or a bad time', () => {
+    expect(readRunEvent(bytes({ ...event, seq: 0 }))).toMatchObject({ ok: false, detail: expect.stringMatching(/seq/) });
+    expect(readRunEvent(bytes({ ...event, payload: { state: { status: 'sleeping' } } })).ok).toBe(false);
+    expect(readRunEvent(bytes({ ...event, org: undefined })).ok).toBe(false);
+    expect(readRunEvent(bytes({ ...event, ts: 'yesterday' })).ok).toBe(false);
+    expect(readRunEvent(Buffer.from('not json')).ok).toBe(false);
+  });
+});
