@@ -1,0 +1,179 @@
+#!/usr/bin/env bash
+# The whole platform on this machine: the servers (stack.sh) and the five services from built output.
+#
+#   bash deploy/local/platform.sh start      install what is missing, build, start everything, start a demo
+#                                            run, then follow the logs until Ctrl-C (which stops everything)
+#   bash deploy/local/platform.sh stop       stop the services and the servers
+#   bash deploy/local/platform.sh apps-up    start the five services (servers must be up)
+#   bash deploy/local/platform.sh apps-down  stop the five services (SIGTERM: they drain, then exit)
+#   bash deploy/local/platform.sh status
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
+# shellcheck source=stack.env
+. "$SCRIPT_DIR/stack.env"
+cd "$REPO_ROOT"
+
+APPS=(orchestrator gpu-worker snapshotter projector gateway)
+APP_RUN_DIR="$REPO_ROOT/.stack/run/apps"
+APP_LOG_DIR="$REPO_ROOT/.stack/logs/apps"
+APP_STOP_TIMEOUT="${APP_STOP_TIMEOUT:-30}"
+APP_READY_TIMEOUT="${APP_READY_TIMEOUT:-90}"
+
+say() { printf '[platform] %s\n' "$*"; }
+die() { printf '[platform] ERROR: %s\n' "$*" >&2; exit 1; }
+
+port_of() {
+  case "$1" in
+    gateway) echo "${GATEWAY_PORT}" ;;
+    orchestrator) echo "${ORCHESTRATOR_PORT:-8081}" ;;
+    gpu-worker) echo "${GPU_WORKER_PORT:-8082}" ;;
+    projector) echo "${PROJECTOR_PORT:-8083}" ;;
+    snapshotter) echo "${SNAPSHOTTER_PORT:-8084}" ;;
+  esac
+}
+
+app_pid() { # APP -> pid if running
+  local f="$APP_RUN_DIR/$1.pid" pid
+  [ -f "$f" ] || return 1
+  pid="$(cat "$f")"
+  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "apps/$1/dist/main.js"; then
+    echo "$pid"
+    return 0
+  fi
+  rm -f "$f"
+  return 1
+}
+
+ensure_installed() {
+  if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+    say "installing npm packages (npm ci)"
+    npm ci --no-audit --no-fund
+  fi
+}
+
+build() {
+  say "building"
+  npm run --silent build
+}
+
+export_app_env() {
+  export AGENTRUN_MODE="${AGENTRUN_MODE:-local}"
+  export KAFKA_BROKERS="${KAFKA_BROKERS:-127.0.0.1:${KAFKA_PORT}}"
+  export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:${TEMPORAL_PORT}}"
+  export TEMPORAL_NAMESPACE
+  export DATABASE_URL="${DATABASE_URL:-postgres://${POSTGRES_USER}:${POSTGRES_PASSWORD}@127.0.0.1:${POSTGRES_PORT}/${POSTGRES_DB}}"
+  export WORKSPACE_ROOT="${WORKSPACE_ROOT:-$REPO_ROOT/.stack/data/workspaces}"
+  export OBJECT_STORE_DIR="${OBJECT_STORE_DIR:-$REPO_ROOT/.stack/data/objects}"
+  export WORKFLOW_BUNDLE_PATH="${WORKFLOW_BUNDLE_PATH:-$REPO_ROOT/libs/workflows/dist/workflow-bundle.js}"
+  export GATEWAY_PORT ORCHESTRATOR_PORT="$(port_of orchestrator)" GPU_WORKER_PORT="$(port_of gpu-worker)"
+  export PROJECTOR_PORT="$(port_of projector)" SNAPSHOTTER_PORT="$(port_of snapshotter)"
+}
+
+apps_up() {
+  mkdir -p "$APP_RUN_DIR" "$APP_LOG_DIR"
+  export_app_env
+  local app pid port deadline
+  for app in "${APPS[@]}"; do
+    if pid="$(app_pid "$app")"; then
+      say "$app already running (pid $pid)"
+      continue
+    fi
+    [ -f "apps/$app/dist/main.js" ] || die "apps/$app/dist/main.js is missing: run npm run build"
+    nohup node "apps/$app/dist/main.js" >>"$APP_LOG_DIR/$app.log" 2>&1 &
+    echo $! >"$APP_RUN_DIR/$app.pid"
+  done
+  for app in "${APPS[@]}"; do
+    port="$(port_of "$app")"
+    deadline=$(( $(date +%s) + APP_READY_TIMEOUT ))
+    until curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
+      if ! app_pid "$app" >/dev/null; then
+        tail -n 30 "$APP_LOG_DIR/$app.log" >&2 || true
+        die "$app exited during start (log: $APP_LOG_DIR/$app.log)"
+      fi
+      [ "$(date +%s)" -lt "$deadline" ] || { tail -n 30 "$APP_LOG_DIR/$app.log" >&2; die "$app not ready after ${APP_READY_TIMEOUT}s"; }
+      sleep 0.3
+    done
+    say "$app ready on :$port (pid $(app_pid "$app"))"
+  done
+}
+
+apps_down() {
+  local app pid waited
+  for app in "${APPS[@]}"; do
+    pid="$(app_pid "$app")" || continue
+    kill -TERM "$pid" 2>/dev/null || true
+  done
+  for app in "${APPS[@]}"; do
+    pid="$(app_pid "$app")" || continue
+    waited=0
+    while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt $((APP_STOP_TIMEOUT * 10)) ]; do
+      sleep 0.1
+      waited=$((waited + 1))
+    done
+    if kill -0 "$pid" 2>/dev/null; then
+      say "$app did not stop in ${APP_STOP_TIMEOUT}s; killing"
+      kill -KILL "$pid" 2>/dev/null || true
+    fi
+    rm -f "$APP_RUN_DIR/$app.pid"
+    say "$app stopped"
+  done
+}
+
+demo_run() {
+  local id="demo-$(date +%s)"
+  curl -fsS -X POST "http://127.0.0.1:${GATEWAY_PORT}/agents" -H 'Content-Type: application/json' -H 'X-Org: demo' \
+    -d "{\"run_id\":\"$id\",\"goal\":\"take a first look around the workspace\",\"max_steps\":12}" >/dev/null
+  echo "$id"
+}
+
+start() {
+  local t0 demo
+  t0=$(date +%s)
+  ensure_installed
+  build
+  bash "$SCRIPT_DIR/stack.sh" up
+  apps_up
+  demo="$(demo_run)"
+  cat <<MSG
+
+AgentRun is up in $(( $(date +%s) - t0 ))s (local mode: the org comes from the X-Org header).
+  gateway      http://127.0.0.1:${GATEWAY_PORT}
+  API docs     http://127.0.0.1:${GATEWAY_PORT}/docs
+  Temporal UI  http://127.0.0.1:${TEMPORAL_UI_PORT}
+  demo run     curl -N -H 'X-Org: demo' http://127.0.0.1:${GATEWAY_PORT}/runs/${demo}/events
+  logs         .stack/logs/apps/*.log   (servers: .stack/logs/)
+Ctrl-C here, or 'npm run stop' elsewhere, stops everything.
+
+MSG
+  if [ "${AGENTRUN_DETACH:-0}" = "1" ] || [ ! -t 0 ]; then
+    return 0
+  fi
+  trap 'echo; stop; exit 0' INT TERM
+  tail -n 0 -F "$APP_LOG_DIR"/*.log &
+  wait $!
+}
+
+stop() {
+  apps_down
+  bash "$SCRIPT_DIR/stack.sh" down
+}
+
+status() {
+  local app pid rc=0
+  bash "$SCRIPT_DIR/stack.sh" status || rc=1
+  for app in "${APPS[@]}"; do
+    if pid="$(app_pid "$app")"; then say "$app running (pid $pid, :$(port_of "$app"))"; else say "$app stopped"; rc=1; fi
+  done
+  return $rc
+}
+
+case "${1:-}" in
+  start) start ;;
+  stop) stop ;;
+  apps-up) export_app_env; apps_up ;;
+  apps-down) apps_down ;;
+  status) status ;;
+  *) die "usage: platform.sh start|stop|apps-up|apps-down|status" ;;
+esac

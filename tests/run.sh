@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Every test, tier by tier, against one shared stack (started here if it is not up).
+#
+#   bash tests/run.sh           lint, unit, e2e
+#   bash tests/run.sh unit|lint|e2e
+#
+# Each tier's time is printed, and the last line totals the tests: "tests: N passed, N failed".
+set -uo pipefail
+
+REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO_ROOT"
+export NX_DAEMON=false NX_NO_CLOUD=true
+
+only="${1:-all}"
+results_dir="$REPO_ROOT/test-artifacts"
+mkdir -p "$results_dir"
+timings=()
+passed=0
+failed=0
+status=0
+started_stack=0
+
+tier() { # NAME COMMAND...
+  local name="$1" t0 rc
+  shift
+  t0=$(date +%s)
+  echo "=== tier: $name"
+  "$@"
+  rc=$?
+  timings+=("$(printf '%-8s %4ss  %s' "$name" "$(( $(date +%s) - t0 ))" "$([ $rc -eq 0 ] && echo ok || echo FAILED)")")
+  [ $rc -eq 0 ] || status=1
+  return $rc
+}
+
+count() { # JEST_JSON
+  [ -f "$1" ] || return 0
+  local p f
+  p=$(node -e "console.log(require('$1').numPassedTests)")
+  f=$(node -e "const r=require('$1'); console.log(r.numFailedTests + (r.numRuntimeErrorTestSuites||0))")
+  passed=$((passed + p))
+  failed=$((failed + f))
+}
+
+jest_tier() { # PROJECT [extra jest args]
+  local project="$1"
+  shift
+  rm -f "$results_dir/$project.json"
+  npx jest --selectProjects "$project" --json --outputFile="$results_dir/$project.json" "$@"
+  local rc=$?
+  count "$results_dir/$project.json"
+  return $rc
+}
+
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  tier install npm ci --no-audit --no-fund || exit 1
+fi
+tier build npm run --silent build || { echo "build failed"; exit 1; }
+
+case "$only" in all | lint) tier lint npm run --silent lint ;; esac
+case "$only" in all | unit) tier unit jest_tier unit ;; esac
+case "$only" in
+  all | e2e)
+    if ! bash deploy/local/stack.sh status >/dev/null 2>&1; then
+      started_stack=1
+      tier stack bash deploy/local/stack.sh up || { echo "the stack did not start"; exit 1; }
+    fi
+    tier e2e jest_tier e2e --runInBand
+    ;;
+esac
+
+if [ "$started_stack" = 1 ] && [ "${AGENTRUN_KEEP_STACK:-0}" != 1 ]; then
+  bash deploy/local/stack.sh down >/dev/null 2>&1 || true
+fi
+
+echo
+echo "=== tier times"
+printf '%s\n' "${timings[@]}"
+echo
+echo "tests: ${passed} passed, ${failed} failed"
+exit $status
