@@ -1,11 +1,11 @@
-import type { RunEvent } from '@agentrun/contracts';
+import type { RunEvent, RunStatus } from '@agentrun/contracts';
 import { applyRunEvents, createDataSource, migrate, ReadModel, RUN_EVENTS_CHANNEL } from '@agentrun/persistence';
 import { Client } from 'pg';
 import type { DataSource } from 'typeorm';
 import { freshDatabase } from '../support/database';
 import { waitFor } from '../support/wait';
 
-function event(runId: string, seq: number, status?: string, ts = `2026-11-29T17:00:${String(seq).padStart(2, '0')}.000Z`): RunEvent {
+function event(runId: string, seq: number, status?: RunStatus, ts = `2026-11-29T17:00:${String(seq).padStart(2, '0')}.000Z`): RunEvent {
   return {
     run_id: runId,
     org: 'acme',

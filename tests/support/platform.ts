@@ -184,6 +184,7 @@ export class Platform {
     return records;
   }
 
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read arbitrary JSON bodies field by field
   async http(method: string, path: string, options: { org?: string; body?: unknown; headers?: Record<string, string> } = {}): Promise<{ status: number; body: any; headers: Headers }> {
     const headers: Record<string, string> = { ...(options.headers ?? {}) };
     if (options.org) headers['X-Org'] = options.org;

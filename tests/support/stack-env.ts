@@ -1,7 +1,15 @@
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { existsSync, readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 
-export const REPO_ROOT = join(__dirname, '..', '..');
+/** The repository root, whether this file runs from source (jest) or from dist/tests (benchmarks). */
+function findRepoRoot(from: string): string {
+  for (let dir = from; dir !== dirname(dir); dir = dirname(dir)) {
+    if (existsSync(join(dir, 'deploy', 'local', 'stack.env'))) return dir;
+  }
+  throw new Error(`no deploy/local/stack.env above ${from}`);
+}
+
+export const REPO_ROOT = findRepoRoot(__dirname);
 
 /** The defaults of deploy/local/stack.env (`KEY=${KEY:-default}`), overridden by the environment. */
 export function stackEnv(): Record<string, string> {

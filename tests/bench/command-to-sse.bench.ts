@@ -1,0 +1,85 @@
+/**
+ * Publish -> first SSE event, measured from outside: a plain producer publishes `agent.start`, an
+ * SSE client already listening... cannot be (the run does not exist yet), so the client connects
+ * right after the publish is acknowledged and the clock stops at the first frame. Beside it, in the
+ * same run, the baseline: a bare Kafka produce -> consume round trip on the same broker.
+ *
+ *   npm run bench:spine -- [runs=20]
+ */
+import { randomBytes } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { Platform, uniqueId } from '../support/platform';
+import { SseClient } from '../support/sse';
+import { waitFor } from '../support/wait';
+
+function percentile(values: number[], p: number): number {
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+}
+
+async function kafkaRoundTrip(platform: Platform, samples: number): Promise<number[]> {
+  const topic = platform.topic('agentrun.run-events.v1');
+  const consumer = platform.kafka.consumer({ groupId: `${platform.id}-baseline` });
+  const producer = platform.kafka.producer();
+  const arrived = new Map<string, number>();
+  await Promise.all([consumer.connect(), producer.connect()]);
+  await consumer.subscribe({ topic, fromBeginning: false });
+  await consumer.run({ eachMessage: async ({ message }) => void arrived.set(message.key?.toString() ?? '', performance.now()) });
+  await waitFor('the baseline consumer to join', async () => {
+    const key = `warm-${randomBytes(3).toString('hex')}`;
+    await producer.send({ topic, messages: [{ key, value: '{}' }] });
+    await new Promise((r) => setTimeout(r, 200));
+    return arrived.has(key);
+  }, 30_000, 10);
+  const out: number[] = [];
+  for (let i = 0; i < samples; i++) {
+    const key = `rt-${i}-${randomBytes(3).toString('hex')}`;
+    const t0 = performance.now();
+    await producer.send({ topic, messages: [{ key, value: '{}' }] });
+    const t1 = await waitFor('the echo', () => arrived.get(key), 10_000, 1);
+    out.push(t1 - t0);
+  }
+  await Promise.all([consumer.disconnect(), producer.disconnect()]);
+  return out;
+}
+
+async function main(): Promise<void> {
+  const runs = Number(process.argv[2] ?? 20);
+  const platform = new Platform();
+  await platform.start();
+  try {
+    const toFirst: number[] = [];
+    const toDone: number[] = [];
+    for (let i = 0; i < runs; i++) {
+      const runId = uniqueId('bench');
+      const t0 = performance.now();
+      await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org: 'bench', run_id: runId, payload: { goal: 'measure me', max_steps: 2 } });
+      const sse = await waitFor('the stream to open', async () => {
+        const client = new SseClient(`${platform.gatewayUrl}/runs/${runId}/events`, { 'X-Org': 'bench' });
+        await waitFor('headers', () => client.status !== 0 || client.ended, 5_000, 1);
+        if (client.status === 200) return client;
+        client.close();
+        return undefined;
+      }, 30_000, 5);
+      await waitFor('the first event', () => sse.events().length > 0, 30_000, 1);
+      toFirst.push(performance.now() - t0);
+      await sse.finished();
+      toDone.push(performance.now() - t0);
+    }
+    const baseline = await kafkaRoundTrip(platform, runs);
+    const row = (name: string, v: number[]) =>
+      `${name.padEnd(40)} p50 ${percentile(v, 50).toFixed(1).padStart(7)} ms   p95 ${percentile(v, 95).toFixed(1).padStart(7)} ms   max ${Math.max(...v).toFixed(1).padStart(7)} ms`;
+    console.log(`\n${runs} runs, one at a time (agent.start with max_steps=2: 4 events)`);
+    console.log(row('publish -> first SSE event', toFirst));
+    console.log(row('publish -> SSE end (terminal done)', toDone));
+    console.log(row('baseline: bare Kafka produce -> consume', baseline));
+    console.log(`ratio p50 first-event / Kafka round trip: ${(percentile(toFirst, 50) / percentile(baseline, 50)).toFixed(1)}x`);
+  } finally {
+    await platform.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
