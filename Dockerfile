@@ -1,5 +1,3 @@
-# syntax=docker/dockerfile:1
-#
 # One image for all five AgentRun services. The service is chosen by the command, e.g.
 #   docker run agentrun apps/orchestrator/dist/main.js
 # (the entrypoint is `node`; docker-compose.yml sets the command per service).

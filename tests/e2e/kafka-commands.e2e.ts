@@ -1,11 +1,15 @@
 import { TOPICS, type CommandOutcome, type DlqRecord, type RunEvent } from '@agentrun/contracts';
+import { Client, Connection } from '@temporalio/client';
+import { statusQuery } from '@agentrun/workflows';
+import { stackUrls } from '../support/stack-env';
 import { oneToN, partitionsOf, seqsOnTopic } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
 import { SseClient } from '../support/sse';
 import { waitFor } from '../support/wait';
 
 describe('commands published to Kafka by an outside system', () => {
-  const platform = new Platform();
+  // A short history budget, so a longer run crosses executions by continue-as-new.
+  const platform = new Platform({ AGENTRUN_STEPS_PER_EXECUTION: '10' });
   let events: TopicRecord<RunEvent>[];
   let outcomes: TopicRecord<CommandOutcome>[];
   let dlq: TopicRecord<DlqRecord>[];
@@ -50,6 +54,24 @@ describe('commands published to Kafka by an outside system', () => {
     expect(sse.events().map((e) => e.seq)).toEqual(oneToN(n));
     expect(sse.frames[sse.frames.length - 1].event).toBe('end');
     expect(sse.events()[n - 1].payload.state?.status).toBe('done');
+  });
+
+  it('a run longer than the history budget continues as new and keeps one seq sequence', async () => {
+    const org = 'acme';
+    const runId = uniqueId('long');
+    await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org, run_id: runId, payload: { goal: 'go the distance', max_steps: 25 } });
+    await platform.waitForStatus(org, runId, 'done');
+    await waitFor('every event on the topic', () => seqsOnTopic(events, org, runId).length === 27);
+    expect(seqsOnTopic(events, org, runId)).toEqual(oneToN(27));
+    const connection = await Connection.connect({ address: stackUrls().temporalAddress });
+    try {
+      const client = new Client({ connection, namespace: stackUrls().namespace });
+      const status = await client.workflow.getHandle(`${org}/${runId}`).query(statusQuery);
+      // The last of three executions started at step 20 and carried the seq counter.
+      expect(status).toMatchObject({ execution_started_at_step: 20, step: 25, last_seq: 27, status: 'done' });
+    } finally {
+      await connection.close();
+    }
   });
 
   it('the same command twice gives one run, one set of events, and outcomes accepted then duplicate', async () => {

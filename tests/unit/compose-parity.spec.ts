@@ -409,7 +409,9 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
         expect(env.AGENTRUN_MODE).toBe('local');
       });
 
-      it(`sets ${portVar} to the port it publishes, listens on all interfaces and checks /readyz there`, () => {
+      // Inside a container the app must listen on 0.0.0.0 for its published port to answer. Only the
+      // gateway reads a host setting (GATEWAY_HOST) today; the others bind 127.0.0.1 until they read theirs.
+      it(`sets ${portVar} to the port it publishes, ${hostVar} to 0.0.0.0, and checks /readyz there`, () => {
         const s = service(app);
         const env = envOf(s);
         const port = expectedPort[app];

@@ -1,4 +1,4 @@
-import { CompressionTypes, Kafka, logLevel, type Admin, type Consumer, type Producer } from 'kafkajs';
+import { CompressionTypes, Kafka, logLevel, Partitioners, type Admin, type Consumer, type Producer } from 'kafkajs';
 
 /** Kafka behind our own interface: no kafkajs type leaves this lib, so the client can be swapped. */
 export interface InboundMessage {
@@ -76,7 +76,16 @@ export class KafkaBus {
 
   private producer(): Promise<Producer> {
     if (!this.producerReady) {
-      const producer = this.kafka.producer({ idempotent: true, maxInFlightRequests: 1, allowAutoTopicCreation: false });
+      // The default partitioner is murmur2 like the Java client's, so every producer of a run id
+      // (ours, Java, librdkafka with murmur2_random) picks the same partition. Retries are bounded
+      // on purpose: a send that gives up fails its activity, whose retry may repeat a batch, and
+      // consumers dedupe by (org, run_id, seq).
+      const producer = this.kafka.producer({
+        idempotent: true,
+        maxInFlightRequests: 1,
+        allowAutoTopicCreation: false,
+        createPartitioner: Partitioners.DefaultPartitioner,
+      });
       this.producerReady = producer.connect().then(
         () => producer,
         (err: unknown) => {

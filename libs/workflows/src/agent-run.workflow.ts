@@ -4,6 +4,7 @@ import {
   ApplicationFailure,
   CancellationScope,
   condition,
+  ContinueAsNew,
   continueAsNew,
   isCancellation,
   proxyActivities,
@@ -246,7 +247,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         setStatus('done', 'run_finished');
         break;
       }
-      if (step > executionStartedAtStep && (info.continueAsNewSuggested || step - executionStartedAtStep >= input.steps_per_execution)) {
+      if (step > executionStartedAtStep && (workflowInfo().continueAsNewSuggested || step - executionStartedAtStep >= input.steps_per_execution)) {
         await condition(allHandlersFinished);
         await drainOutbox();
         const nextCarry: AgentCarry = {
@@ -277,6 +278,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
       });
     }
   } catch (err) {
+    if (err instanceof ContinueAsNew) throw err; // not a failure: this execution hands over to the next
     if (isCancellation(err)) {
       // Temporal cancellation: record it, publish it, and let the cancellation stand.
       await CancellationScope.nonCancellable(async () => {
