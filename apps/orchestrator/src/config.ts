@@ -1,7 +1,8 @@
-import { int, loadConfig, optionalStr, platformSpec, type ConfigOf } from '@agentrun/config';
+import { int, loadConfig, str, optionalStr, platformSpec, type ConfigOf } from '@agentrun/config';
 
 export const orchestratorSpec = {
   ...platformSpec,
+  ORCHESTRATOR_HOST: str('127.0.0.1'),
   ORCHESTRATOR_PORT: int(8081, 1, 65535),
   /** Steps one AgentRun execution takes before it continues as new. */
   AGENTRUN_STEPS_PER_EXECUTION: int(50, 1, 10_000),

@@ -7,6 +7,7 @@ async function main(): Promise<void> {
   const config = loadOrchestratorConfig();
   await runService(OrchestratorModule.forRoot(config), {
     name: 'orchestrator',
+    host: config.ORCHESTRATOR_HOST,
     port: config.ORCHESTRATOR_PORT,
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
   });

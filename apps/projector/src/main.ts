@@ -5,7 +5,7 @@ import { ProjectorModule } from './projector.module';
 
 async function main(): Promise<void> {
   const config = loadProjectorConfig();
-  await runService(ProjectorModule.forRoot(config), { name: 'projector', port: config.PROJECTOR_PORT, shutdownGraceMs: config.SHUTDOWN_GRACE_MS });
+  await runService(ProjectorModule.forRoot(config), { name: 'projector', host: config.PROJECTOR_HOST, port: config.PROJECTOR_PORT, shutdownGraceMs: config.SHUTDOWN_GRACE_MS });
 }
 
 main().catch(exitOnStartFailure('projector'));

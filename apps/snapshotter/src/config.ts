@@ -1,7 +1,8 @@
-import { int, loadConfig, platformSpec, type ConfigOf } from '@agentrun/config';
+import { int, loadConfig, str, platformSpec, type ConfigOf } from '@agentrun/config';
 
 export const snapshotterSpec = {
   ...platformSpec,
+  SNAPSHOTTER_HOST: str('127.0.0.1'),
   SNAPSHOTTER_PORT: int(8084, 1, 65535),
   /** Captures at once; each one is mostly disk and network bound. */
   SNAPSHOT_SLOTS: int(2, 1, 32),
