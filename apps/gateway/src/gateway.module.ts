@@ -1,8 +1,7 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
-import { TOPICS } from '@agentrun/contracts';
-import { CommandService } from '@agentrun/commands';
-import { CommandLedger, CursorCodec, ReadModel } from '@agentrun/persistence';
+import { CommandService, createCommandService } from '@agentrun/commands';
+import { CursorCodec, ReadModel } from '@agentrun/persistence';
 import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { CommandsController } from './commands.controller';
 import type { GatewayConfig } from './config';
@@ -34,15 +33,13 @@ export class GatewayModule {
           provide: CommandService,
           inject: [Temporal, Database, Kafka],
           useFactory: (temporal: Temporal, db: Database, kafka: Kafka) =>
-            new CommandService({
-              get temporal() {
-                return temporal.client;
-              },
-              ledger: new CommandLedger(db.dataSource),
+            createCommandService({
+              temporal: () => temporal.client,
+              dataSource: db.dataSource,
+              bus: kafka.bus,
+              topicPrefix: kafka.topicPrefix,
               taskQueuePrefix: config.AGENTRUN_TASK_QUEUE_PREFIX,
               stepsPerExecution: config.AGENTRUN_STEPS_PER_EXECUTION,
-              publishOutcome: (outcome) =>
-                kafka.bus.send(kafka.topic(TOPICS.commandResults), [{ key: outcome.run_id, value: JSON.stringify(outcome) }]),
             }),
         },
         Readiness,

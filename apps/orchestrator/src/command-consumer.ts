@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } f
 import { TOPICS } from '@agentrun/contracts';
 import { readCommand } from '@agentrun/contracts/validation';
 import { CommandService, TransientCommandError } from '@agentrun/commands';
-import { dlqMessage, type BatchContext, type ConsumerHandle, type InboundMessage } from '@agentrun/kafka';
+import { dlqMessage, retryWhileActive, type BatchContext, type ConsumerHandle, type InboundMessage } from '@agentrun/kafka';
 import { Kafka, PLATFORM_CONFIG, type ReadinessCheck } from '@agentrun/runtime';
 import type { OrchestratorConfig } from './config';
 
@@ -60,32 +60,15 @@ export class CommandConsumer implements OnModuleInit, OnModuleDestroy, Readiness
       await this.kafka.bus.send(this.kafka.topic(TOPICS.commandsDlq), [dlqMessage(message, reading.reason, reading.detail)]);
       return true;
     }
-    for (let attempt = 1; ; attempt++) {
-      try {
-        if (reading.kind === 'rejected') {
-          await this.commands.reject(reading, reading.reason, reading.message);
-        } else {
-          await this.commands.handle(reading.command);
-        }
-        return true;
-      } catch (err) {
-        // Temporal, Postgres or Kafka out of reach: nothing was decided, so wait and try the same command again.
-        const delay = Math.min(10_000, 250 * 2 ** Math.min(attempt, 6));
-        const what = err instanceof TransientCommandError ? err.message : (err as Error).stack ?? String(err);
+    const result = await retryWhileActive(
+      ctx,
+      () => (reading.kind === 'rejected' ? this.commands.reject(reading, reading.reason, reading.message) : this.commands.handle(reading.command)),
+      // Temporal, Postgres or Kafka out of reach: nothing was decided, so the same command is tried again.
+      (err, attempt, delay) => {
+        const what = err instanceof TransientCommandError ? err.message : ((err as Error).stack ?? String(err));
         this.logger.warn(`command at ${message.partition}@${message.offset} not decided (attempt ${attempt}), retrying in ${delay} ms: ${what}`);
-        if (!(await this.pause(delay, ctx))) return false;
-      }
-    }
-  }
-
-  /** Waits while keeping the group membership alive; false if the consumer is stopping. */
-  private async pause(ms: number, ctx: BatchContext): Promise<boolean> {
-    const until = Date.now() + ms;
-    while (Date.now() < until) {
-      if (!ctx.isActive()) return false;
-      await ctx.heartbeat().catch(() => undefined);
-      await new Promise((resolve) => setTimeout(resolve, Math.min(500, until - Date.now())));
-    }
-    return ctx.isActive();
+      },
+    );
+    return result.done;
   }
 }

@@ -1,7 +1,5 @@
 import { Module, type DynamicModule } from '@nestjs/common';
-import { TOPICS } from '@agentrun/contracts';
-import { CommandService } from '@agentrun/commands';
-import { CommandLedger } from '@agentrun/persistence';
+import { CommandService, createCommandService } from '@agentrun/commands';
 import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { CommandConsumer } from './command-consumer';
 import type { OrchestratorConfig } from './config';
@@ -23,15 +21,13 @@ export class OrchestratorModule {
           provide: CommandService,
           inject: [Temporal, Database, Kafka],
           useFactory: (temporal: Temporal, db: Database, kafka: Kafka) =>
-            new CommandService({
-              get temporal() {
-                return temporal.client;
-              },
-              ledger: new CommandLedger(db.dataSource),
+            createCommandService({
+              temporal: () => temporal.client,
+              dataSource: db.dataSource,
+              bus: kafka.bus,
+              topicPrefix: kafka.topicPrefix,
               taskQueuePrefix: config.AGENTRUN_TASK_QUEUE_PREFIX,
               stepsPerExecution: config.AGENTRUN_STEPS_PER_EXECUTION,
-              publishOutcome: (outcome) =>
-                kafka.bus.send(kafka.topic(TOPICS.commandResults), [{ key: outcome.run_id, value: JSON.stringify(outcome) }]),
             }),
         },
         TemporalWorkers,

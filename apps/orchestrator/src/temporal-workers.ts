@@ -1,8 +1,8 @@
-import { Inject, Injectable, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable } from '@nestjs/common';
 import { createAgentActivities, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
 import { lanesFor } from '@agentrun/commands';
 import { EffectLedger } from '@agentrun/persistence';
-import { Database, Kafka, PLATFORM_CONFIG, WorkerPool, type ReadinessCheck } from '@agentrun/runtime';
+import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { OrchestratorConfig } from './config';
 
 /**
@@ -10,22 +10,21 @@ import type { OrchestratorConfig } from './config';
  * tools on `cpu-tools`.
  */
 @Injectable()
-export class TemporalWorkers implements OnModuleInit, OnModuleDestroy, ReadinessCheck {
-  readonly name = 'temporal-workers';
-  private pool?: WorkerPool;
-
+export class TemporalWorkers extends LaneWorkers {
   constructor(
     @Inject(PLATFORM_CONFIG) private readonly config: OrchestratorConfig,
     private readonly db: Database,
     private readonly kafka: Kafka,
-  ) {}
+  ) {
+    super(config);
+  }
 
-  async onModuleInit(): Promise<void> {
+  protected lanes(): LaneWorkerOptions[] {
     const lanes = lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX);
     const workflowSource = this.config.WORKFLOW_BUNDLE_PATH
       ? { workflowBundle: { codePath: this.config.WORKFLOW_BUNDLE_PATH } }
       : { workflowsPath: require.resolve('@agentrun/workflows') };
-    this.pool = await WorkerPool.start(this.config.TEMPORAL_ADDRESS, this.config.TEMPORAL_NAMESPACE, [
+    return [
       {
         taskQueue: lanes.agentWorkflows,
         ...workflowSource,
@@ -33,21 +32,8 @@ export class TemporalWorkers implements OnModuleInit, OnModuleDestroy, Readiness
       },
       {
         taskQueue: lanes.cpuTools,
-        activities: createAgentActivities({
-          workspaceRoot: this.config.WORKSPACE_ROOT,
-          effects: new EffectLedger(this.db.dataSource),
-          tools: CPU_TOOLS,
-        }),
+        activities: createAgentActivities({ workspaceRoot: this.config.WORKSPACE_ROOT, effects: new EffectLedger(this.db.dataSource), tools: CPU_TOOLS }),
       },
-    ]);
-  }
-
-  async check(): Promise<void> {
-    if (!this.pool) throw new Error('workers not started');
-    await this.pool.check();
-  }
-
-  async onModuleDestroy(): Promise<void> {
-    await this.pool?.stop();
+    ];
   }
 }

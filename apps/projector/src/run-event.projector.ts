@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
 import { TOPICS, type RunEvent } from '@agentrun/contracts';
 import { readRunEvent } from '@agentrun/contracts/validation';
-import { dlqMessage, type BatchContext, type ConsumerHandle, type InboundMessage, type OutboundMessage } from '@agentrun/kafka';
+import { dlqMessage, retryWhileActive, type BatchContext, type ConsumerHandle, type InboundMessage, type OutboundMessage } from '@agentrun/kafka';
 import { applyRunEvents } from '@agentrun/persistence';
 import { Database, Kafka, PLATFORM_CONFIG, type ReadinessCheck } from '@agentrun/runtime';
 import type { ProjectorConfig } from './config';
@@ -55,18 +55,12 @@ export class RunEventProjector implements OnModuleInit, OnModuleDestroy, Readine
       this.logger.warn(`dead-lettering ${poison.length} unreadable run events`);
       await this.kafka.bus.send(this.kafka.topic(TOPICS.runEventsDlq), poison);
     }
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await applyRunEvents(this.db.dataSource, events);
-        break;
-      } catch (err) {
-        if (!ctx.isActive()) return; // uncommitted: whoever owns the partition next applies it
-        const delay = Math.min(10_000, 250 * 2 ** Math.min(attempt, 6));
-        this.logger.warn(`apply failed (attempt ${attempt}), retrying in ${delay} ms: ${(err as Error).message}`);
-        await ctx.heartbeat().catch(() => undefined);
-        await new Promise((resolve) => setTimeout(resolve, delay));
-      }
-    }
+    const applied = await retryWhileActive(
+      ctx,
+      () => applyRunEvents(this.db.dataSource, events),
+      (err, attempt, delay) => this.logger.warn(`apply failed (attempt ${attempt}), retrying in ${delay} ms: ${(err as Error).message}`),
+    );
+    if (!applied.done) return; // uncommitted: whoever owns the partition next applies it
     await ctx.commit(messages[messages.length - 1].offset);
   }
 }

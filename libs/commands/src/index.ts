@@ -1,2 +1,3 @@
 export * from './lanes';
 export * from './command.service';
+export * from './wiring';

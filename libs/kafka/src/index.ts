@@ -1,2 +1,3 @@
 export * from './bus';
 export * from './dlq';
+export * from './retry';

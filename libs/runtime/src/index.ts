@@ -2,3 +2,4 @@ export * from './health';
 export * from './bootstrap';
 export * from './infrastructure';
 export * from './worker-pool';
+export * from './lane-workers';

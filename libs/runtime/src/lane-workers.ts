@@ -1,0 +1,31 @@
+import { Inject, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import type { PlatformConfig } from '@agentrun/config';
+import type { ReadinessCheck } from './health';
+import { PLATFORM_CONFIG } from './infrastructure';
+import { WorkerPool, type LaneWorkerOptions } from './worker-pool';
+
+/**
+ * A service's Temporal workers as a Nest provider: started with the module, drained before the
+ * connections close. Subclasses say which lanes they serve and with what.
+ */
+export abstract class LaneWorkers implements OnModuleInit, OnModuleDestroy, ReadinessCheck {
+  readonly name = 'temporal-workers';
+  private pool?: WorkerPool;
+
+  constructor(@Inject(PLATFORM_CONFIG) protected readonly platform: PlatformConfig) {}
+
+  protected abstract lanes(): LaneWorkerOptions[];
+
+  async onModuleInit(): Promise<void> {
+    this.pool = await WorkerPool.start(this.platform.TEMPORAL_ADDRESS, this.platform.TEMPORAL_NAMESPACE, this.lanes());
+  }
+
+  async check(): Promise<void> {
+    if (!this.pool) throw new Error('workers not started');
+    await this.pool.check();
+  }
+
+  async onModuleDestroy(): Promise<void> {
+    await this.pool?.stop();
+  }
+}
