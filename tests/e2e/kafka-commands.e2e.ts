@@ -74,6 +74,26 @@ describe('commands published to Kafka by an outside system', () => {
     }
   });
 
+  it('a Temporal cancellation still publishes the run\'s last events, ending in cancelled', async () => {
+    const org = 'acme';
+    const runId = uniqueId('tcancel');
+    await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org, run_id: runId, payload: { goal: 'be cancelled', max_steps: 400 } });
+    await platform.waitForStatus(org, runId, 'running');
+    const connection = await Connection.connect({ address: stackUrls().temporalAddress });
+    try {
+      const client = new Client({ connection, namespace: stackUrls().namespace });
+      await client.workflow.getHandle(`${org}/${runId}`).cancel();
+    } finally {
+      await connection.close();
+    }
+    await platform.waitForStatus(org, runId, 'cancelled');
+    const sse = new SseClient(`${platform.gatewayUrl}/runs/${runId}/events`, { 'X-Org': org });
+    await sse.finished();
+    const seqs = sse.events().map((e) => e.seq);
+    expect(seqs).toEqual(oneToN(seqs.length));
+    expect(sse.frames[sse.frames.length - 1].event).toBe('end');
+  });
+
   it('the same command twice gives one run, one set of events, and outcomes accepted then duplicate', async () => {
     const org = 'acme';
     const runId = uniqueId('agent');

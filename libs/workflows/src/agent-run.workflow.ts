@@ -13,7 +13,7 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { AgentRunState, AgentStatus, RunEvent, RunEventType } from '@agentrun/contracts';
+import { isTerminal, type AgentRunState, type AgentStatus, type RunEvent, type RunEventType } from '@agentrun/contracts';
 import type {
   AgentActivities,
   AgentCarry,
@@ -118,20 +118,25 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
       payload: { ...extra, state: state() },
     });
   };
-  const publishing = (async () => {
+  // Non-cancellable: a Temporal cancel must not stop the loop before the run's last events are out.
+  const publishing = CancellationScope.nonCancellable(async () => {
     for (;;) {
       await condition(() => outbox.length > 0 || closing);
       if (outbox.length === 0) return;
       const batch = outbox.slice(0, PUBLISH_BATCH);
-      // Publishing must finish even while the run is being cancelled.
-      await CancellationScope.nonCancellable(() => publisher.publishRunEvents(batch));
+      await publisher.publishRunEvents(batch);
       outbox.splice(0, batch.length);
     }
-  })();
+  });
+  /** Every event emitted so far is on the topic; the loop goes on. */
+  const flushed = (): Promise<void> => condition(() => outbox.length === 0);
+  /** Every event is on the topic and the loop has ended: only when the run is over. */
   const drainOutbox = async (): Promise<void> => {
     closing = true;
     await publishing;
   };
+  /** Cancelling or over: controls that would change the run are ignored from here on. */
+  const settling = (): boolean => cancelRequested || isTerminal(status);
 
   const setStatus = (next: AgentStatus, type: RunEventType = 'status_changed', extra: Record<string, unknown> = {}): void => {
     status = next;
@@ -150,23 +155,23 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   };
 
   setHandler(pauseSignal, ({ command_id }) => {
-    if (!firstTime(command_id) || paused || cancelRequested || status !== 'running') return;
+    if (!firstTime(command_id) || paused || settling() || status !== 'running') return;
     paused = true;
     setStatus('paused', 'status_changed', { command_id });
   });
   setHandler(resumeSignal, ({ command_id }) => {
-    if (!firstTime(command_id) || !paused || cancelRequested) return;
+    if (!firstTime(command_id) || !paused || settling()) return;
     paused = false;
     setStatus('running', 'status_changed', { command_id });
   });
   setHandler(cancelRunSignal, ({ command_id }) => {
-    if (!firstTime(command_id) || cancelRequested) return;
+    if (!firstTime(command_id) || settling()) return;
     cancelRequested = true;
     paused = false;
     setStatus('cancelling', 'status_changed', { command_id });
   });
   setHandler(injectContextSignal, ({ command_id, text }) => {
-    if (!firstTime(command_id)) return;
+    if (!firstTime(command_id) || settling()) return;
     context = `${context}\n[injected: ${text}]`;
     emit('context_injected', { command_id, text });
   });
@@ -186,6 +191,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         if (typeof next !== 'string' || next.trim() === '') throw new Error('goal must not be empty');
         if (next.length > 500) throw new Error('goal must be at most 500 characters');
         if (!command_id) throw new Error('command_id is required');
+        if (settling()) throw new Error(`the run is ${status}; its goal can no longer change`);
       },
     },
   );
@@ -234,7 +240,8 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   try {
     if (!input.carry) {
       await cpu.prepareWorkspace({ org: input.org, run_id: input.run_id, goal });
-      setStatus('running', 'run_started');
+      // A cancel that arrived while the workspace was prepared stays in force.
+      setStatus(cancelRequested ? 'cancelling' : 'running', 'run_started');
     }
     for (;;) {
       await condition(() => !paused || cancelRequested);
@@ -249,7 +256,9 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
       }
       if (step > executionStartedAtStep && (workflowInfo().continueAsNewSuggested || step - executionStartedAtStep >= input.steps_per_execution)) {
         await condition(allHandlersFinished);
-        await drainOutbox();
+        await flushed();
+        // A cancel accepted while the outbox drained is handled here, not dropped by the hand-over.
+        if (cancelRequested) continue;
         const nextCarry: AgentCarry = {
           step,
           seq,
