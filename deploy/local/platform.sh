@@ -38,7 +38,7 @@ app_pid() { # APP -> pid if running
   local f="$APP_RUN_DIR/$1.pid" pid
   [ -f "$f" ] || return 1
   pid="$(cat "$f")"
-  if kill -0 "$pid" 2>/dev/null && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "apps/$1/dist/main.js"; then
+  if kill -0 "$pid" 2>/dev/null && ps -p "$pid" -o command= 2>/dev/null | grep -q "apps/$1/dist/main.js"; then
     echo "$pid"
     return 0
   fi

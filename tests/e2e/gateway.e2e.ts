@@ -56,6 +56,8 @@ describe('the gateway API', () => {
       ['GET', "/runs?cursor=' OR 1=1 --", { org: 'acme' }, 400, /cursor/],
       ['GET', '/runs/nope/events?after=-1', { org: 'acme' }, 400, /seq/],
       ['POST', '/runs/x/explode', { org: 'acme', body: {} }, 404, /explode/],
+      ['POST', '/agents', { org: 'acme', body: { goal: 'nul \u0000 inside' } }, 400, /NUL/],
+      ['GET', '/runs?cursor=a&cursor=b', { org: 'acme' }, 400, /once/],
     ];
     for (const [method, path, options, status, detail] of cases) {
       const res = await platform.http(method, path, options);
@@ -131,6 +133,11 @@ describe('the gateway API', () => {
     expect(all).toEqual(oneToN(all.length));
     expect(second.events()[second.events().length - 1].payload.state?.status).toBe('done');
     expect(all.length).toBe(32);
+    // Resuming at the last event of a finished run ends at once instead of waiting forever.
+    const atEnd = new SseClient(`${platform.gatewayUrl}/runs/${runId}/events?after=32`, { 'X-Org': 'acme' });
+    await atEnd.finished();
+    expect(atEnd.events()).toEqual([]);
+    expect(atEnd.frames.map((f) => f.event)).toEqual(['end']);
   });
 
   it('change-goal goes through the Update validator: a blank goal is a 400 at the boundary, a good one is applied', async () => {

@@ -28,7 +28,9 @@ describe('the projection into Postgres', () => {
     const sources = [1, 2, 3].map((i) => createDataSource({ url: db.url, poolSize: 2, applicationName: `migrate-${i}` }));
     await Promise.all(sources.map((s) => s.initialize()));
     const applied = await Promise.all(sources.map((s) => migrate(s)));
-    expect(applied.flat()).toHaveLength(1);
+    const migrators = applied.filter((names) => names.length > 0);
+    expect(migrators).toHaveLength(1);
+    expect(migrators[0]).toEqual(['ReadModel1764400000000', 'CommandLedgerClaims1764500000000']);
     await Promise.all(sources.slice(1).map((s) => s.destroy()));
     dataSource = sources[0];
     readModel = new ReadModel(dataSource);

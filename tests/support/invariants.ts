@@ -3,9 +3,16 @@ import type { TopicRecord } from './platform';
 
 /** The distinct seqs of one run on a topic must be exactly 1..n (a retried publish may repeat one). */
 export function seqsOnTopic(records: TopicRecord<RunEvent>[], org: string, runId: string): number[] {
-  const seqs = new Set<number>();
-  for (const r of records) if (r.value.org === org && r.value.run_id === runId) seqs.add(r.value.seq);
-  return [...seqs].sort((a, b) => a - b);
+  const bySeq = new Map<number, string>();
+  for (const r of records) {
+    if (r.value.org !== org || r.value.run_id !== runId) continue;
+    const text = JSON.stringify(r.value);
+    const seen = bySeq.get(r.value.seq);
+    // A repeat is only allowed as the very same event published again.
+    if (seen !== undefined && seen !== text) throw new Error(`two different events share seq ${r.value.seq} of ${org}/${runId}`);
+    bySeq.set(r.value.seq, text);
+  }
+  return [...bySeq.keys()].sort((a, b) => a - b);
 }
 
 export function oneToN(n: number): number[] {

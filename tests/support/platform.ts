@@ -125,11 +125,13 @@ export class Platform {
       app,
       new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? -1 : null)))),
     );
-    await waitFor(`${app} to be ready (log: ${join(this.dataDir, 'logs', `${app}.log`)})`, async () => {
-      if (child.exitCode !== null) throw new Error(`${app} exited with ${child.exitCode}`);
+    const logFile = join(this.dataDir, 'logs', `${app}.log`);
+    const state = await waitFor(`${app} to be ready (log: ${logFile})`, async () => {
+      if (child.exitCode !== null) return 'exited';
       const res = await fetch(`http://127.0.0.1:${this.ports[app]}/readyz`);
-      return res.status === 200;
+      return res.status === 200 && 'ready';
     }, 90_000, 200);
+    if (state === 'exited') throw new Error(`${app} exited with ${child.exitCode} while starting (log: ${logFile})`);
   }
 
   /** Sends `signal` to an app and waits for it to exit; returns its exit code (-1 when killed by a signal). */

@@ -47,6 +47,7 @@ export class RunEventsController {
     const runId = requireRunId(id);
     let last = parseAfter(req.header('last-event-id'), afterQuery);
     if (!(await this.readModel.runExists(org, runId))) throw new ProblemException(404, 'run not found', `no run '${runId}' in org ${org}`);
+    if (res.destroyed) return;
 
     res.status(200);
     res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
@@ -77,7 +78,16 @@ export class RunEventsController {
           again = false;
           for (;;) {
             const events = contiguousPrefix(await this.readModel.eventsAfter(org, runId, last, PAGE), last);
-            if (closed || events.length === 0) break;
+            if (closed) return;
+            if (events.length === 0) {
+              // Resumed at or past the end of a finished run (or its `end` frame was lost): say so.
+              if (await this.finishedBy(org, runId, last)) {
+                res.write(`event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: last })}\n\n`);
+                finish();
+                return;
+              }
+              break;
+            }
             let terminal = false;
             for (const event of events) {
               res.write(frame(event));
@@ -102,7 +112,13 @@ export class RunEventsController {
     // Subscribe before the first read, so a commit between the two is not missed.
     const unsubscribe = this.hub.subscribe(org, runId, () => void pump());
     const keepalive = setInterval(() => res.write(`: keepalive\n\n`), this.config.SSE_KEEPALIVE_SECONDS * 1000);
-    req.on('close', finish);
+    res.on('close', finish);
     await pump();
+  }
+
+  /** The run is terminal and the client has everything up to its last event. */
+  private async finishedBy(org: string, runId: string, last: number): Promise<boolean> {
+    const run = await this.readModel.getRun(org, runId);
+    return run !== undefined && isTerminal(run.status) && last >= run.last_seq;
   }
 }

@@ -39,6 +39,9 @@ export class RunsController {
     @Query('cursor') cursor?: string,
     @Query('limit') limitText?: string,
   ): Promise<{ runs: RunSummary[]; next_cursor: string | null }> {
+    for (const [name, value] of Object.entries({ kind, status, model, cursor, limit: limitText })) {
+      if (value !== undefined && typeof value !== 'string') throw new ProblemException(400, 'bad query', `${name} may be given once`);
+    }
     const limit = limitText === undefined ? 20 : Number(limitText);
     if (!Number.isInteger(limit) || limit < 1 || limit > 200) {
       throw new ProblemException(400, 'bad limit', 'limit must be an integer from 1 to 200');

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { TOPICS } from '@agentrun/contracts';
 import { readCommand } from '@agentrun/contracts/validation';
 import { CommandService, TransientCommandError } from '@agentrun/commands';
@@ -14,7 +14,7 @@ const GROUP = 'agentrun-orchestrator-commands';
  * re-reads it and the ledger answers `duplicate` for what was already done.
  */
 @Injectable()
-export class CommandConsumer implements OnModuleInit, OnModuleDestroy, ReadinessCheck {
+export class CommandConsumer implements OnApplicationBootstrap, OnModuleDestroy, ReadinessCheck {
   readonly name = 'command-consumer';
   private readonly logger = new Logger(CommandConsumer.name);
   private consumer?: ConsumerHandle;
@@ -25,7 +25,8 @@ export class CommandConsumer implements OnModuleInit, OnModuleDestroy, Readiness
     @Inject(PLATFORM_CONFIG) private readonly config: OrchestratorConfig,
   ) {}
 
-  async onModuleInit(): Promise<void> {
+  /** After every provider has started: the Temporal client and the ledger are ready before the first command. */
+  async onApplicationBootstrap(): Promise<void> {
     this.consumer = await this.kafka.bus.consume({
       groupId: this.kafka.topic(GROUP),
       topics: [this.kafka.topic(TOPICS.commands)],
@@ -60,9 +61,13 @@ export class CommandConsumer implements OnModuleInit, OnModuleDestroy, Readiness
       await this.kafka.bus.send(this.kafka.topic(TOPICS.commandsDlq), [dlqMessage(message, reading.reason, reading.detail)]);
       return true;
     }
+    const source = `${message.topic}/${message.partition}/${message.offset}`;
     const result = await retryWhileActive(
       ctx,
-      () => (reading.kind === 'rejected' ? this.commands.reject(reading, reading.reason, reading.message) : this.commands.handle(reading.command)),
+      () =>
+        reading.kind === 'rejected'
+          ? this.commands.reject(reading, reading.reason, reading.message, source)
+          : this.commands.handle(reading.command, source),
       // Temporal, Postgres or Kafka out of reach: nothing was decided, so the same command is tried again.
       (err, attempt, delay) => {
         const what = err instanceof TransientCommandError ? err.message : ((err as Error).stack ?? String(err));

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import { TOPICS, type RunEvent } from '@agentrun/contracts';
 import { readRunEvent } from '@agentrun/contracts/validation';
 import { dlqMessage, retryWhileActive, type BatchContext, type ConsumerHandle, type InboundMessage, type OutboundMessage } from '@agentrun/kafka';
@@ -14,7 +14,7 @@ const GROUP = 'agentrun-projector';
  * which the `(org, run_id, seq)` key turns into a no-op.
  */
 @Injectable()
-export class RunEventProjector implements OnModuleInit, OnModuleDestroy, ReadinessCheck {
+export class RunEventProjector implements OnApplicationBootstrap, OnModuleDestroy, ReadinessCheck {
   readonly name = 'projector-consumer';
   private readonly logger = new Logger(RunEventProjector.name);
   private consumer?: ConsumerHandle;
@@ -25,7 +25,7 @@ export class RunEventProjector implements OnModuleInit, OnModuleDestroy, Readine
     @Inject(PLATFORM_CONFIG) private readonly config: ProjectorConfig,
   ) {}
 
-  async onModuleInit(): Promise<void> {
+  async onApplicationBootstrap(): Promise<void> {
     this.consumer = await this.kafka.bus.consume({
       groupId: this.kafka.topic(GROUP),
       topics: [this.kafka.topic(TOPICS.runEvents)],
@@ -45,11 +45,14 @@ export class RunEventProjector implements OnModuleInit, OnModuleDestroy, Readine
   private async applyBatch(messages: InboundMessage[], ctx: BatchContext): Promise<void> {
     if (messages.length === 0 || !ctx.isActive()) return;
     const events: RunEvent[] = [];
+    const sources = new Map<RunEvent, InboundMessage>();
     const poison: OutboundMessage[] = [];
     for (const message of messages) {
       const reading = readRunEvent(message.value);
-      if (reading.ok) events.push(reading.event);
-      else poison.push(dlqMessage(message, 'not_an_event', reading.detail));
+      if (reading.ok) {
+        events.push(reading.event);
+        sources.set(reading.event, message);
+      } else poison.push(dlqMessage(message, 'not_an_event', reading.detail));
     }
     if (poison.length) {
       this.logger.warn(`dead-lettering ${poison.length} unreadable run events`);
@@ -57,10 +60,38 @@ export class RunEventProjector implements OnModuleInit, OnModuleDestroy, Readine
     }
     const applied = await retryWhileActive(
       ctx,
-      () => applyRunEvents(this.db.dataSource, events),
+      () => this.apply(events, sources),
       (err, attempt, delay) => this.logger.warn(`apply failed (attempt ${attempt}), retrying in ${delay} ms: ${(err as Error).message}`),
     );
     if (!applied.done) return; // uncommitted: whoever owns the partition next applies it
     await ctx.commit(messages[messages.length - 1].offset);
   }
+
+  /**
+   * Applies the batch; if Postgres refuses the data itself (SQLSTATE class 22: a value it cannot
+   * store), applies the events one by one and dead-letters only those it refuses, so one bad event
+   * cannot stall the partition. Anything else (Postgres down) is thrown and retried.
+   */
+  private async apply(events: RunEvent[], sources: Map<RunEvent, InboundMessage>): Promise<void> {
+    try {
+      await applyRunEvents(this.db.dataSource, events);
+      return;
+    } catch (err) {
+      if (!isDataException(err)) throw err;
+    }
+    for (const event of events) {
+      try {
+        await applyRunEvents(this.db.dataSource, [event]);
+      } catch (err) {
+        if (!isDataException(err)) throw err;
+        this.logger.warn(`dead-lettering run event ${event.org}/${event.run_id}#${event.seq}: ${(err as Error).message}`);
+        await this.kafka.bus.send(this.kafka.topic(TOPICS.runEventsDlq), [dlqMessage(sources.get(event)!, 'not_an_event', (err as Error).message)]);
+      }
+    }
+  }
+}
+
+function isDataException(err: unknown): boolean {
+  const code = (err as { code?: unknown; driverError?: { code?: unknown } }).driverError?.code ?? (err as { code?: unknown }).code;
+  return typeof code === 'string' && code.startsWith('22');
 }

@@ -38,6 +38,7 @@ export interface CommandServiceDeps {
   now?: () => Date;
 }
 
+type CommandRef = { command_id: string; org: string; run_id: string; type: string };
 type Decision = { outcome: 'accepted'; message?: string } | { outcome: 'rejected'; reason: RejectionReason; message: string };
 
 const WORKFLOW_TYPE_OF_KIND = { agent: 'AgentRun', eval: 'EvalRun' } as const;
@@ -50,7 +51,7 @@ function isTransient(err: unknown): boolean {
   return /ECONNREFUSED|ECONNRESET|UNAVAILABLE|DEADLINE_EXCEEDED|connection|transport|timed? ?out/i.test(message);
 }
 
-const startedBy = 'start_command_id';
+const START_COMMAND_MEMO = 'start_command_id';
 const AGENT_STATUS_KEY = defineSearchAttributeKey('AgentStatus', 'KEYWORD');
 
 /**
@@ -66,43 +67,54 @@ export class CommandService {
     this.now = deps.now ?? (() => new Date());
   }
 
-  /** Decides a valid command. Throws `TransientCommandError` when Temporal is out of reach. */
-  async handle(command: Command): Promise<CommandOutcome> {
-    const claim = await this.deps.ledger.claim(command.org, command.command_id, command.type, command.run_id);
-    if (claim.state === 'decided') {
-      const outcome = this.outcome(command, { outcome: 'accepted' });
-      const duplicate: CommandOutcome = { ...outcome, outcome: 'duplicate', message: `command ${command.command_id} was already ${claim.outcome}${claim.reason ? ` (${claim.reason})` : ''}` };
-      await this.deps.publishOutcome(duplicate);
-      return duplicate;
-    }
-    let decision: Decision;
-    try {
-      decision = await this.decide(command);
-    } catch (err) {
-      if (isTransient(err)) throw new TransientCommandError(`temporal unavailable: ${(err as Error).message}`);
-      decision = { outcome: 'rejected', reason: 'internal_error', message: (err as Error).message };
-    }
-    const outcome = this.outcome(command, decision);
-    await this.deps.ledger.decide(outcome);
-    await this.deps.publishOutcome(outcome);
-    return outcome;
+  /**
+   * Decides a valid command. `source` names the Kafka message it came from (topic/partition/offset),
+   * so a redelivery of that same message re-sends the first outcome. Throws `TransientCommandError`
+   * when Temporal is out of reach or another handler is deciding the same command right now.
+   */
+  async handle(command: Command, source: string | null = null): Promise<CommandOutcome> {
+    return this.decideOnce(command, source, async () => {
+      try {
+        return await this.decide(command);
+      } catch (err) {
+        if (isTransient(err)) throw new TransientCommandError(`temporal unavailable: ${(err as Error).message}`);
+        return { outcome: 'rejected', reason: 'internal_error', message: (err as Error).message };
+      }
+    });
   }
 
   /** Records and publishes the outcome of a command that failed validation before reaching Temporal. */
-  async reject(base: { command_id: string; org: string; run_id: string; type: string }, reason: RejectionReason, message: string): Promise<CommandOutcome> {
-    const outcome: CommandOutcome = { ...base, outcome: 'rejected', reason, message, ts: this.now().toISOString() };
-    const claim = await this.deps.ledger.claim(base.org, base.command_id, base.type, base.run_id);
+  async reject(base: CommandRef, reason: RejectionReason, message: string, source: string | null = null): Promise<CommandOutcome> {
+    return this.decideOnce(base, source, async () => ({ outcome: 'rejected', reason, message }));
+  }
+
+  private async decideOnce(command: CommandRef, source: string | null, decide: () => Promise<Decision>): Promise<CommandOutcome> {
+    const claim = await this.deps.ledger.claim(command.org, command.command_id, command.type, command.run_id, source);
+    if (claim.state === 'busy') throw new TransientCommandError(`command ${command.command_id} is being decided by another handler`);
     if (claim.state === 'decided') {
-      const duplicate: CommandOutcome = { ...outcome, outcome: 'duplicate', reason: undefined, message: `command ${base.command_id} was already ${claim.outcome}` };
-      await this.deps.publishOutcome(duplicate);
-      return duplicate;
+      const { decided } = claim;
+      const first: CommandOutcome = {
+        ...this.outcome(command, decided.outcome === 'rejected'
+          ? { outcome: 'rejected', reason: (decided.reason ?? 'internal_error') as RejectionReason, message: decided.message ?? '' }
+          : { outcome: 'accepted', ...(decided.message ? { message: decided.message } : {}) }),
+        outcome: decided.outcome,
+        ts: new Date(decided.decided_at).toISOString(),
+      };
+      // The same message read again (its offset was not committed): its one outcome, once more.
+      const outcome: CommandOutcome =
+        source !== null && decided.source === source
+          ? first
+          : { ...this.outcome(command, { outcome: 'accepted' }), outcome: 'duplicate', message: `command ${command.command_id} was already ${decided.outcome}${decided.reason ? ` (${decided.reason})` : ''}` };
+      await this.deps.publishOutcome(outcome);
+      return outcome;
     }
+    const outcome = this.outcome(command, await decide());
     await this.deps.ledger.decide(outcome);
     await this.deps.publishOutcome(outcome);
     return outcome;
   }
 
-  private outcome(command: { command_id: string; org: string; run_id: string; type: string }, decision: Decision): CommandOutcome {
+  private outcome(command: CommandRef, decision: Decision): CommandOutcome {
     return {
       command_id: command.command_id,
       org: command.org,
@@ -147,6 +159,11 @@ export class CommandService {
   private async startAgent(command: CommandOf<'agent.start'>): Promise<Decision> {
     const { org, run_id, payload } = command;
     const workflowId = workflowIdFor(org, run_id);
+    // Temporal forgets a closed run after its retention; the ledger does not.
+    const startedBy = await this.deps.ledger.acceptedStart(org, run_id);
+    if (startedBy !== undefined && startedBy !== command.command_id) {
+      return { outcome: 'rejected', reason: 'run_exists', message: `org ${org} already has a run '${run_id}'` };
+    }
     const input: AgentRunInput = {
       org,
       run_id,
@@ -166,7 +183,7 @@ export class CommandService {
         // A replayed start after the run closed starts nothing.
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
         workflowIdConflictPolicy: 'FAIL',
-        memo: { tier: input.tier, max_steps: input.max_steps, [startedBy]: command.command_id },
+        memo: { tier: input.tier, max_steps: input.max_steps, [START_COMMAND_MEMO]: command.command_id },
         typedSearchAttributes: [
           { key: defineSearchAttributeKey('Org', 'KEYWORD'), value: org },
           { key: defineSearchAttributeKey('RunKind', 'KEYWORD'), value: 'agent' },
@@ -181,7 +198,7 @@ export class CommandService {
       // Our own earlier attempt may have started it before a crash kept the ledger from saying so.
       const description = await this.deps.temporal.workflow.getHandle(workflowId).describe();
       const memo = description.memo as Record<string, unknown> | undefined;
-      if (memo?.[startedBy] === command.command_id) return { outcome: 'accepted' };
+      if (memo?.[START_COMMAND_MEMO] === command.command_id) return { outcome: 'accepted' };
       return { outcome: 'rejected', reason: 'run_exists', message: `org ${org} already has a run '${run_id}'` };
     }
   }

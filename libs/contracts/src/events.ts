@@ -74,7 +74,7 @@ export const RUN_EVENT_SCHEMA = {
     run_id: { type: 'string', pattern: RUN_ID_PATTERN },
     org: { type: 'string', pattern: ORG_PATTERN },
     kind: { enum: ['agent', 'eval'] },
-    seq: { type: 'integer', minimum: 1 },
+    seq: { type: 'integer', minimum: 1, maximum: 2_147_483_647 },
     type: { type: 'string', pattern: '^[a-z][a-z_]{0,63}$' },
     ts: { type: 'string', format: 'date-time' },
     payload: {

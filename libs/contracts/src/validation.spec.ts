@@ -30,6 +30,13 @@ describe('reading a command off the wire', () => {
     expect(readCommand(bytes({ ...valid, type: 'agent.pause', payload: { now: true } }))).toMatchObject({ kind: 'rejected', reason: 'invalid_payload' });
   });
 
+  it('refuses text Postgres cannot store, and never echoes a malformed run id or type', () => {
+    expect(readCommand(bytes({ ...valid, payload: { goal: 'a\u0000b' } }))).toMatchObject({ kind: 'rejected', reason: 'invalid_payload', message: expect.stringMatching(/payload.goal.*NUL/) });
+    expect(readCommand(bytes({ ...valid, payload: { goal: 'x\ud800' } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/surrogate/) });
+    expect(readCommand(bytes({ ...valid, payload: { goal: 'emoji \ud83d\ude00 ok' } })).kind).toBe('command');
+    expect(readCommand(bytes({ ...valid, run_id: '\u0000', type: 'x\u0000' }))).toMatchObject({ kind: 'rejected', run_id: '', type: '' });
+  });
+
   it('keeps the fields an outcome record needs when it rejects', () => {
     const reading = checkCommand({ ...valid, payload: {} });
     expect(reading).toMatchObject({ kind: 'rejected', command_id: 'c-1', org: 'acme', run_id: 'agent-42', type: 'agent.start' });
@@ -67,5 +74,7 @@ describe('reading a run event', () => {
     expect(readRunEvent(bytes({ ...event, org: undefined })).ok).toBe(false);
     expect(readRunEvent(bytes({ ...event, ts: 'yesterday' })).ok).toBe(false);
     expect(readRunEvent(Buffer.from('not json')).ok).toBe(false);
+    expect(readRunEvent(bytes({ ...event, seq: 2 ** 31 })).ok).toBe(false);
+    expect(readRunEvent(bytes({ ...event, payload: { note: 'a\u0000' } })).ok).toBe(false);
   });
 });

@@ -8,7 +8,7 @@ import {
   type CommandType,
 } from './commands';
 import { AGENT_STATE_SCHEMA, RUN_EVENT_SCHEMA, type RunEvent } from './events';
-import { COMMAND_ID_PATTERN, MAX_COMMAND_BYTES, ORG_PATTERN } from './names';
+import { COMMAND_ID_PATTERN, MAX_COMMAND_BYTES, ORG_PATTERN, RUN_ID_PATTERN } from './names';
 import type { DlqReason, RejectionReason } from './outcomes';
 
 const ajv = new Ajv({ allErrors: true, strict: false });
@@ -48,6 +48,35 @@ export type CommandReading =
 
 const commandIdRe = new RegExp(COMMAND_ID_PATTERN);
 const orgRe = new RegExp(ORG_PATTERN);
+const runIdRe = new RegExp(RUN_ID_PATTERN);
+const typeRe = /^[a-z][a-z_.]{0,63}$/;
+
+/**
+ * The first string (or object key) in `value` that Postgres cannot store as text or jsonb: a NUL
+ * character or a lone UTF-16 surrogate. Such input is refused at the boundary; otherwise it would
+ * fail every later write of the run's state and stall the consumer that carries it.
+ */
+export function unstorableText(value: unknown, path = ''): string | undefined {
+  if (typeof value === 'string') {
+    // eslint-disable-next-line no-control-regex -- NUL is exactly what is looked for
+    return /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(value) ? path || 'value' : undefined;
+  }
+  if (Array.isArray(value)) {
+    for (const [i, item] of value.entries()) {
+      const found = unstorableText(item, `${path}[${i}]`);
+      if (found) return found;
+    }
+    return undefined;
+  }
+  if (typeof value === 'object' && value !== null) {
+    for (const [key, item] of Object.entries(value)) {
+      const at = path ? `${path}.${key}` : key;
+      const found = unstorableText(key, at) ?? unstorableText(item, at);
+      if (found) return found;
+    }
+  }
+  return undefined;
+}
 
 /** Reads one command value off the wire. Never throws. */
 export function readCommand(value: Buffer | null | undefined): CommandReading {
@@ -76,17 +105,22 @@ export function checkCommand(parsed: unknown): CommandReading {
   if (typeof raw.org !== 'string' || !orgRe.test(raw.org)) {
     return { kind: 'unreadable', reason: 'not_a_command', detail: `org is missing or does not match ${ORG_PATTERN}` };
   }
+  // Only well-formed values are echoed into the ledger and the outcome record.
   const base = {
     command_id: raw.command_id,
     org: raw.org,
-    run_id: typeof raw.run_id === 'string' ? raw.run_id : '',
-    type: typeof raw.type === 'string' ? raw.type : '',
+    run_id: typeof raw.run_id === 'string' && runIdRe.test(raw.run_id) ? raw.run_id : '',
+    type: typeof raw.type === 'string' && typeRe.test(raw.type) ? raw.type : '',
   };
   if (!envelope(raw)) {
     return { kind: 'rejected', ...base, reason: 'invalid_payload', message: describeErrors(envelope.errors) };
   }
   if (!isCommandType(base.type)) {
     return { kind: 'rejected', ...base, reason: 'unknown_type', message: `unknown command type '${base.type}'` };
+  }
+  const unstorable = unstorableText(raw.payload, 'payload');
+  if (unstorable) {
+    return { kind: 'rejected', ...base, reason: 'invalid_payload', message: `${unstorable} contains a NUL character or a lone surrogate` };
   }
   const payload = payloads[base.type];
   if (!payload(raw.payload)) {
@@ -115,6 +149,8 @@ export function readRunEvent(value: Buffer | null | undefined): EventReading {
     return { ok: false, detail: `not JSON: ${(err as Error).message}` };
   }
   if (!runEvent(parsed)) return { ok: false, detail: describeErrors(runEvent.errors) };
+  const unstorable = unstorableText(parsed);
+  if (unstorable) return { ok: false, detail: `${unstorable} contains a NUL character or a lone surrogate` };
   const event = parsed as RunEvent;
   if (event.kind === 'agent' && event.payload.state && !agentState(event.payload.state)) {
     return { ok: false, detail: describeErrors(agentState.errors, 'payload.state.') };

@@ -130,7 +130,7 @@ export class KafkaBus {
       autoCommit: false,
       eachBatchAutoResolve: false,
       partitionsConsumedConcurrently: options.concurrency ?? 1,
-      eachBatch: async ({ batch, resolveOffset, heartbeat, isRunning, isStale }) => {
+      eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning, isStale }) => {
         const messages: InboundMessage[] = batch.messages.map((m) => ({
           topic: batch.topic,
           partition: batch.partition,
@@ -140,11 +140,13 @@ export class KafkaBus {
           timestamp: m.timestamp,
         }));
         await options.handle(messages, {
+          // The batch's own commit: unlike consumer.commitOffsets it still commits while the consumer
+          // is stopping, so work finished during a drain is not read and done again.
           commit: async (offset) => {
             resolveOffset(offset);
-            await consumer.commitOffsets([
-              { topic: batch.topic, partition: batch.partition, offset: (BigInt(offset) + 1n).toString() },
-            ]);
+            await commitOffsetsIfNecessary({
+              topics: [{ topic: batch.topic, partitions: [{ partition: batch.partition, offset: (BigInt(offset) + 1n).toString() }] }],
+            });
           },
           heartbeat,
           isActive: () => isRunning() && !isStale(),

@@ -1,29 +1,43 @@
 import type { CommandOutcome, Outcome } from '@agentrun/contracts';
 import type { DataSource } from 'typeorm';
 
+export interface DecidedCommand {
+  outcome: Outcome;
+  reason: string | null;
+  message: string | null;
+  source: string | null;
+  decided_at: Date;
+}
+
 export type CommandClaim =
-  | { state: 'new' }
-  /** Seen before and decided: the answer is `duplicate`. */
-  | { state: 'decided'; outcome: Outcome; reason: string | null }
-  /** Seen before but never decided (a crash between claim and decision): decide it again. */
-  | { state: 'undecided' };
+  /** Ours to decide: never seen, or seen but left undecided by a handler whose lease ran out. */
+  | { state: 'claimed' }
+  /** Seen before and decided. */
+  | { state: 'decided'; decided: DecidedCommand }
+  /** Another handler holds a fresh lease on it right now. */
+  | { state: 'busy' };
+
+/** How long a handler may take to decide a command before another may take it over. */
+const CLAIM_LEASE_SECONDS = 30;
 
 export class CommandLedger {
   constructor(private readonly db: DataSource) {}
 
-  async claim(org: string, commandId: string, type: string, runId: string): Promise<CommandClaim> {
-    const inserted: unknown[] = await this.db.query(
-      `INSERT INTO command_ledger (org, command_id, type, run_id) VALUES ($1, $2, $3, $4)
-       ON CONFLICT (org, command_id) DO NOTHING RETURNING command_id`,
-      [org, commandId, type, runId],
+  async claim(org: string, commandId: string, type: string, runId: string, source: string | null): Promise<CommandClaim> {
+    const claimed: unknown[] = await this.db.query(
+      `INSERT INTO command_ledger AS l (org, command_id, type, run_id, source) VALUES ($1, $2, $3, $4, $5)
+       ON CONFLICT (org, command_id) DO UPDATE SET claimed_at = now()
+         WHERE l.outcome IS NULL AND l.claimed_at < now() - make_interval(secs => $6)
+       RETURNING command_id`,
+      [org, commandId, type, runId, source, CLAIM_LEASE_SECONDS],
     );
-    if (inserted.length) return { state: 'new' };
-    const rows: { outcome: Outcome | null; reason: string | null }[] = await this.db.query(
-      'SELECT outcome, reason FROM command_ledger WHERE org = $1 AND command_id = $2',
+    if (claimed.length) return { state: 'claimed' };
+    const rows: DecidedCommand[] = await this.db.query(
+      'SELECT outcome, reason, message, source, decided_at FROM command_ledger WHERE org = $1 AND command_id = $2',
       [org, commandId],
     );
     const row = rows[0];
-    return row?.outcome ? { state: 'decided', outcome: row.outcome, reason: row.reason } : { state: 'undecided' };
+    return row?.outcome ? { state: 'decided', decided: row } : { state: 'busy' };
   }
 
   async decide(outcome: CommandOutcome): Promise<void> {
@@ -34,15 +48,15 @@ export class CommandLedger {
     );
   }
 
-  async countApplied(org: string, commandId: string): Promise<number> {
-    const rows: { n: string }[] = await this.db.query(
-      `SELECT count(*) AS n FROM command_ledger WHERE org = $1 AND command_id = $2 AND outcome = 'accepted'`,
-      [org, commandId],
+  /** The command id of the accepted start of this run, if it ever had one (outlives Temporal's retention). */
+  async acceptedStart(org: string, runId: string): Promise<string | undefined> {
+    const rows: { command_id: string }[] = await this.db.query(
+      `SELECT command_id FROM command_ledger WHERE org = $1 AND run_id = $2 AND outcome = 'accepted' AND type LIKE '%.start' LIMIT 1`,
+      [org, runId],
     );
-    return Number(rows[0]?.n ?? 0);
+    return rows[0]?.command_id;
   }
 }
-
 
 export interface RecordedEffect<T> {
   result: T;

@@ -19,7 +19,11 @@ export interface ServiceOptions {
  */
 export async function runService(module: Type<unknown> | DynamicModule, options: ServiceOptions): Promise<INestApplication> {
   const logger = new Logger(options.name);
-  const app = await NestFactory.create(module, { bodyParser: options.bodyParser ?? true, bufferLogs: false, logger: ['log', 'warn', 'error'] });
+  const app = await NestFactory.create(module, {
+    bodyParser: options.bodyParser ?? true,
+    // Long-lived responses (SSE) would otherwise hold the HTTP server open through a shutdown;
+    // clients reconnect with Last-Event-ID.
+    forceCloseConnections: true, bufferLogs: false, logger: ['log', 'warn', 'error'] });
   await options.configure?.(app);
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {

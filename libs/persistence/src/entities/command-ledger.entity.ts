@@ -10,6 +10,8 @@ export class CommandLedgerRow {
   @Column({ type: 'text', nullable: true }) outcome!: string | null;
   @Column({ type: 'text', nullable: true }) reason!: string | null;
   @Column({ type: 'text', nullable: true }) message!: string | null;
+  @Column({ type: 'text', nullable: true }) source!: string | null;
+  @Column({ name: 'claimed_at', type: 'timestamptz' }) claimedAt!: Date;
   @Column({ name: 'received_at', type: 'timestamptz' }) receivedAt!: Date;
   @Column({ name: 'decided_at', type: 'timestamptz', nullable: true }) decidedAt!: Date | null;
 }

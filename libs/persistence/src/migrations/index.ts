@@ -1,3 +1,4 @@
 import { ReadModel1764400000000 } from './1764400000000-read-model';
+import { CommandLedgerClaims1764500000000 } from './1764500000000-command-ledger-claims';
 
-export const MIGRATIONS = [ReadModel1764400000000];
+export const MIGRATIONS = [ReadModel1764400000000, CommandLedgerClaims1764500000000];
