@@ -1,5 +1,6 @@
 import { Logger, type DynamicModule, type INestApplication, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import { fatalFailure } from './fatal';
 import { Readiness } from './health';
 
 export interface ServiceOptions {
@@ -39,7 +40,7 @@ export async function runService(module: Type<unknown> | DynamicModule, options:
     try {
       await app.close();
       logger.log('stopped cleanly');
-      process.exitCode = 0;
+      process.exitCode = fatalFailure() ? 1 : 0;
     } catch (err) {
       logger.error(`error while stopping: ${(err as Error).stack ?? err}`);
       process.exitCode = 1;

@@ -1,4 +1,5 @@
 import { Controller, Get, HttpException, HttpStatus, Inject, Injectable } from '@nestjs/common';
+import { fatalFailure } from './fatal';
 
 /** One dependency a service needs before it can do its work. */
 export interface ReadinessCheck {
@@ -57,6 +58,8 @@ export class HealthController {
   /** The process is up and its event loop turns. */
   @Get('livez')
   livez(): { status: 'ok' } {
+    const fatal = fatalFailure();
+    if (fatal) throw new HttpException({ status: 'failed', reason: fatal }, HttpStatus.SERVICE_UNAVAILABLE);
     return { status: 'ok' };
   }
 

@@ -3,3 +3,4 @@ export * from './bootstrap';
 export * from './infrastructure';
 export * from './worker-pool';
 export * from './lane-workers';
+export * from './fatal';

@@ -1,5 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { failFast } from './fatal';
 import type { ReadinessCheck } from './health';
 
 export type LaneWorkerOptions = Omit<WorkerOptions, 'connection' | 'namespace'>;
@@ -9,6 +10,7 @@ export class WorkerPool implements ReadinessCheck {
   readonly name = 'temporal-workers';
   private readonly logger = new Logger(WorkerPool.name);
   private failure?: Error;
+  private stopping = false;
   private readonly running: Promise<void>[];
 
   private constructor(
@@ -16,10 +18,16 @@ export class WorkerPool implements ReadinessCheck {
     private readonly workers: Worker[],
   ) {
     this.running = workers.map((w) =>
-      w.run().catch((err: Error) => {
-        this.failure = err;
-        this.logger.error(`worker on ${w.options.taskQueue} stopped: ${err.stack ?? err.message}`);
-      }),
+      w.run().then(
+        () => {
+          if (!this.stopping) failFast(`worker on ${w.options.taskQueue} stopped by itself`);
+        },
+        (err: Error) => {
+          this.failure = err;
+          this.logger.error(`worker on ${w.options.taskQueue} stopped: ${err.stack ?? err.message}`);
+          failFast(`worker on ${w.options.taskQueue} failed: ${err.message}`);
+        },
+      ),
     );
     this.logger.log(`polling ${workers.map((w) => w.options.taskQueue).join(', ')}`);
   }
@@ -44,6 +52,7 @@ export class WorkerPool implements ReadinessCheck {
 
   /** Stops polling and waits for activities and workflow tasks in flight, then closes the connection. */
   async stop(): Promise<void> {
+    this.stopping = true;
     for (const worker of this.workers) if (worker.getState() === 'RUNNING') worker.shutdown();
     await Promise.all(this.running);
     await this.connection.close();
