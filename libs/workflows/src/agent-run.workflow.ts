@@ -239,9 +239,9 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
 
   try {
     if (!input.carry) {
+      // Announced first, so watchers see the run the moment it exists; the workspace comes next.
+      setStatus('running', 'run_started');
       await cpu.prepareWorkspace({ org: input.org, run_id: input.run_id, goal });
-      // A cancel that arrived while the workspace was prepared stays in force.
-      setStatus(cancelRequested ? 'cancelling' : 'running', 'run_started');
     }
     for (;;) {
       await condition(() => !paused || cancelRequested);
