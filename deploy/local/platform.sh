@@ -16,6 +16,9 @@ REPO_ROOT="$(cd "$SCRIPT_DIR/../.." && pwd)"
 cd "$REPO_ROOT"
 
 APPS=(orchestrator gpu-worker snapshotter projector gateway)
+# The local OpenAI-compatible model server, unless MODEL_BASE_URL points at a real one.
+MODEL_SERVER_PORT="${MODEL_SERVER_PORT:-8090}"
+USE_LOCAL_MODEL=$([ -z "${MODEL_BASE_URL:-}" ] && echo 1 || echo 0)
 APP_RUN_DIR="$REPO_ROOT/.stack/run/apps"
 APP_LOG_DIR="$REPO_ROOT/.stack/logs/apps"
 APP_STOP_TIMEOUT="${APP_STOP_TIMEOUT:-30}"
@@ -31,14 +34,19 @@ port_of() {
     gpu-worker) echo "${GPU_WORKER_PORT:-8082}" ;;
     projector) echo "${PROJECTOR_PORT:-8083}" ;;
     snapshotter) echo "${SNAPSHOTTER_PORT:-8084}" ;;
+    model-server) echo "${MODEL_SERVER_PORT}" ;;
   esac
+}
+
+main_of() { # APP -> the script it runs
+  if [ "$1" = model-server ]; then echo "tools/model-server.js"; else echo "apps/$1/dist/main.js"; fi
 }
 
 app_pid() { # APP -> pid if running
   local f="$APP_RUN_DIR/$1.pid" pid
   [ -f "$f" ] || return 1
   pid="$(cat "$f")"
-  if kill -0 "$pid" 2>/dev/null && ps -p "$pid" -o command= 2>/dev/null | grep -q "apps/$1/dist/main.js"; then
+  if kill -0 "$pid" 2>/dev/null && ps -p "$pid" -o command= 2>/dev/null | grep -q "$(main_of "$1")"; then
     echo "$pid"
     return 0
   fi
@@ -69,25 +77,33 @@ export_app_env() {
   export WORKFLOW_BUNDLE_PATH="${WORKFLOW_BUNDLE_PATH:-$REPO_ROOT/libs/workflows/dist/workflow-bundle.js}"
   export GATEWAY_PORT ORCHESTRATOR_PORT="$(port_of orchestrator)" GPU_WORKER_PORT="$(port_of gpu-worker)"
   export PROJECTOR_PORT="$(port_of projector)" SNAPSHOTTER_PORT="$(port_of snapshotter)"
+  export MODEL_SERVER_PORT MODEL_BASE_URL="${MODEL_BASE_URL:-http://127.0.0.1:${MODEL_SERVER_PORT}/v1}"
 }
+
+services() { # what apps-up starts, in order
+  if [ "$USE_LOCAL_MODEL" = 1 ]; then echo model-server; fi
+  printf '%s\n' "${APPS[@]}"
+}
+
+health_path() { if [ "$1" = model-server ]; then echo /healthz; else echo /readyz; fi; }
 
 apps_up() {
   mkdir -p "$APP_RUN_DIR" "$APP_LOG_DIR"
   export_app_env
   local app pid port deadline
-  for app in "${APPS[@]}"; do
+  for app in $(services); do
     if pid="$(app_pid "$app")"; then
       say "$app already running (pid $pid)"
       continue
     fi
-    [ -f "apps/$app/dist/main.js" ] || die "apps/$app/dist/main.js is missing: run npm run build"
-    nohup node "apps/$app/dist/main.js" >>"$APP_LOG_DIR/$app.log" 2>&1 &
+    [ -f "$(main_of "$app")" ] || die "$(main_of "$app") is missing: run npm run build"
+    nohup node "$(main_of "$app")" >>"$APP_LOG_DIR/$app.log" 2>&1 &
     echo $! >"$APP_RUN_DIR/$app.pid"
   done
-  for app in "${APPS[@]}"; do
+  for app in $(services); do
     port="$(port_of "$app")"
     deadline=$(( $(date +%s) + APP_READY_TIMEOUT ))
-    until curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1; do
+    until curl -fsS "http://127.0.0.1:$port$(health_path "$app")" >/dev/null 2>&1; do
       if ! app_pid "$app" >/dev/null; then
         tail -n 30 "$APP_LOG_DIR/$app.log" >&2 || true
         die "$app exited during start (log: $APP_LOG_DIR/$app.log)"
@@ -101,11 +117,11 @@ apps_up() {
 
 apps_down() {
   local app pid waited
-  for app in "${APPS[@]}"; do
+  for app in "${APPS[@]}" model-server; do
     pid="$(app_pid "$app")" || continue
     kill -TERM "$pid" 2>/dev/null || true
   done
-  for app in "${APPS[@]}"; do
+  for app in "${APPS[@]}" model-server; do
     pid="$(app_pid "$app")" || continue
     waited=0
     while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt $((APP_STOP_TIMEOUT * 10)) ]; do
@@ -163,7 +179,7 @@ stop() {
 status() {
   local app pid rc=0
   bash "$SCRIPT_DIR/stack.sh" status || rc=1
-  for app in "${APPS[@]}"; do
+  for app in $(services); do
     if pid="$(app_pid "$app")"; then say "$app running (pid $pid, :$(port_of "$app"))"; else say "$app stopped"; rc=1; fi
   done
   return $rc

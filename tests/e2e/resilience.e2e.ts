@@ -1,7 +1,7 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { TOPICS, type RunEvent } from '@agentrun/contracts';
-import { oneToN, seqsOnTopic } from '../support/invariants';
+import { oneToN, scriptedRunShape, seqsOnTopic } from '../support/invariants';
 import { APPS, Platform, uniqueId, type TopicRecord } from '../support/platform';
 import { REPO_ROOT } from '../support/stack-env';
 import { waitFor } from '../support/wait';
@@ -16,19 +16,25 @@ async function stepOf(platform: Platform, org: string, runId: string): Promise<n
 /** After a fault: the run is done, and the topic and the read model hold exactly seqs 1..N. */
 async function expectComplete(platform: Platform, events: TopicRecord<RunEvent>[], org: string, runId: string, steps: number): Promise<void> {
   await platform.waitForStatus(org, runId, 'done', 180_000);
-  const n = steps + 2;
+  const shape = scriptedRunShape(steps);
+  const n = shape.events;
   await waitFor('every event on the topic', () => seqsOnTopic(events, org, runId).length === n, 60_000);
   expect(seqsOnTopic(events, org, runId)).toEqual(oneToN(n));
   const stored = await platform.query<{ seq: number }>('SELECT seq FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [org, runId]);
   expect(stored.map((r) => r.seq)).toEqual(oneToN(n));
   const [row] = await platform.query<{ last_seq: number; status: string }>('SELECT last_seq, status FROM runs WHERE org = $1 AND run_id = $2', [org, runId]);
   expect(row).toEqual({ last_seq: n, status: 'done' });
-  // Each tool step's effect happened once, whatever was retried.
+  // Each model call and tool step happened once, whatever was retried; each sub-agent's call too.
   const [{ n: effects }] = await platform.query<{ n: string }>(
     `SELECT count(*) AS n FROM effect_ledger WHERE starts_with(idempotency_key, $1)`,
     [`${org}/${runId}:`],
   );
-  expect(Number(effects)).toBe(steps);
+  expect(Number(effects)).toBe(shape.effects);
+  const [{ n: research }] = await platform.query<{ n: string }>(
+    `SELECT count(*) AS n FROM effect_ledger WHERE starts_with(idempotency_key, $1)`,
+    [`${org}/${runId}/research/`],
+  );
+  expect(Number(research)).toBe(shape.research);
 }
 
 describe('runs survive their services and servers stopping mid-run', () => {

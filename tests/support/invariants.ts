@@ -1,3 +1,4 @@
+import { plan } from '@agentrun/workflows';
 import type { RunEvent } from '@agentrun/contracts';
 import type { TopicRecord } from './platform';
 
@@ -22,4 +23,14 @@ export function oneToN(n: number): number[] {
 /** A run's events, on the topic, must all sit in one partition (keyed by run id). */
 export function partitionsOf(records: TopicRecord<RunEvent>[], org: string, runId: string): number[] {
   return [...new Set(records.filter((r) => r.value.org === org && r.value.run_id === runId).map((r) => r.partition))];
+}
+
+/** What a scripted run of `maxSteps` steps publishes, from the workflow's own plan. */
+export function scriptedRunShape(maxSteps: number, researchEvery = 4): { events: number; research: number; effects: number } {
+  let research = 0;
+  for (let step = 0; step < maxSteps; step++) {
+    if (plan({ step, max_steps: maxSteps, goal: 'g', context: '', research_every: researchEvery }).kind === 'research') research += 1;
+  }
+  // run_started, one step_completed per step, one child_started per research step, run_finished
+  return { events: maxSteps + research + 2, research, effects: maxSteps - research };
 }

@@ -6,6 +6,7 @@ import { join } from 'node:path';
 import { Client as PgClient } from 'pg';
 import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
 import { TOPICS } from '@agentrun/contracts';
+import { startModelServer, type ModelServer } from '@agentrun/activities';
 import { REPO_ROOT, stackEnv, stackUrls } from './stack-env';
 import { waitFor } from './wait';
 
@@ -55,6 +56,8 @@ export class Platform {
   private readonly urls = stackUrls();
   readonly dataDir: string;
   db?: PgClient;
+  /** The deterministic OpenAI-compatible model server the orchestrator calls. */
+  model?: ModelServer;
 
   constructor(private readonly extraEnv: Record<string, string> = {}) {
     this.kafka = new Kafka({ clientId: `e2e-${this.id}`, brokers: this.urls.kafkaBrokers, logLevel: logLevel.NOTHING });
@@ -87,6 +90,7 @@ export class Platform {
     });
     await kafkaAdmin.disconnect();
 
+    this.model = await startModelServer({ port: 0 });
     for (const app of APPS) this.ports[app] = await freePort();
     await Promise.all(APPS.map((app) => this.startApp(app)));
   }
@@ -108,6 +112,9 @@ export class Platform {
       OBJECT_STORE_DIR: join(this.dataDir, 'objects'),
       WORKFLOW_BUNDLE_PATH: join(REPO_ROOT, 'libs/workflows/dist/workflow-bundle.js'),
       SHUTDOWN_GRACE_MS: '20000',
+      MODEL_BASE_URL: this.model?.url ?? '',
+      MODEL_NAME: 'scripted',
+      MODEL_TIMEOUT_MS: '5000',
       [PORT_VARIABLE[app]]: String(this.ports[app]),
       ...this.extraEnv,
     };
@@ -149,6 +156,7 @@ export class Platform {
     await this.producer?.disconnect().catch(() => undefined);
     await Promise.all(APPS.map((app) => this.stopApp(app)));
     await this.db?.end().catch(() => undefined);
+    await this.model?.close();
   }
 
   /** Publishes raw values to the commands topic with a plain kafkajs producer, as an outside system would. */

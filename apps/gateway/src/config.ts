@@ -10,8 +10,6 @@ export const gatewaySpec = {
   SSE_KEEPALIVE_SECONDS: int(15, 1, 300),
   /** Events shown with a run by GET /runs/{id}. */
   RUN_LAST_EVENTS: int(20, 1, 500),
-  /** Used only by workflow starts made through HTTP, as the orchestrator's setting. */
-  AGENTRUN_STEPS_PER_EXECUTION: int(50, 1, 10_000),
 };
 export type GatewayConfig = ConfigOf<typeof gatewaySpec>;
 export const loadGatewayConfig = () => loadConfig(gatewaySpec);

@@ -1,6 +1,6 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
-import { CommandService, createCommandService } from '@agentrun/commands';
+import { agentDefaultsOf, CommandService, createCommandService } from '@agentrun/commands';
 import { CursorCodec, ReadModel } from '@agentrun/persistence';
 import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { CommandsController } from './commands.controller';
@@ -39,7 +39,7 @@ export class GatewayModule {
               bus: kafka.bus,
               topicPrefix: kafka.topicPrefix,
               taskQueuePrefix: config.AGENTRUN_TASK_QUEUE_PREFIX,
-              stepsPerExecution: config.AGENTRUN_STEPS_PER_EXECUTION,
+              agentDefaults: agentDefaultsOf(config),
             }),
         },
         Readiness,

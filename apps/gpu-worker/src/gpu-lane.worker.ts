@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createAgentActivities, GPU_TOOLS } from '@agentrun/activities';
 import { lanesFor } from '@agentrun/commands';
-import { EffectLedger } from '@agentrun/persistence';
+import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { GpuWorkerConfig } from './config';
 
@@ -20,7 +20,12 @@ export class GpuLaneWorker extends LaneWorkers {
       {
         taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).gpuTools,
         maxConcurrentActivityTaskExecutions: this.config.GPU_SLOTS,
-        activities: createAgentActivities({ workspaceRoot: this.config.WORKSPACE_ROOT, effects: new EffectLedger(this.db.dataSource), tools: GPU_TOOLS }),
+        activities: createAgentActivities({
+          workspaceRoot: this.config.WORKSPACE_ROOT,
+          effects: new EffectLedger(this.db.dataSource),
+          tools: GPU_TOOLS,
+          gpuLeases: new GpuLeases(this.db.dataSource),
+        }),
       },
     ];
   }

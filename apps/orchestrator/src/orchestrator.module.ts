@@ -1,5 +1,5 @@
 import { Module, type DynamicModule } from '@nestjs/common';
-import { CommandService, createCommandService } from '@agentrun/commands';
+import { agentDefaultsOf, CommandService, createCommandService } from '@agentrun/commands';
 import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { CommandConsumer } from './command-consumer';
 import type { OrchestratorConfig } from './config';
@@ -27,7 +27,7 @@ export class OrchestratorModule {
               bus: kafka.bus,
               topicPrefix: kafka.topicPrefix,
               taskQueuePrefix: config.AGENTRUN_TASK_QUEUE_PREFIX,
-              stepsPerExecution: config.AGENTRUN_STEPS_PER_EXECUTION,
+              agentDefaults: agentDefaultsOf(config),
             }),
         },
         TemporalWorkers,

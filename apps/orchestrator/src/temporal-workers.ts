@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { createAgentActivities, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
+import { createAgentActivities, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
 import { lanesFor } from '@agentrun/commands';
-import { EffectLedger } from '@agentrun/persistence';
+import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { OrchestratorConfig } from './config';
 
@@ -32,7 +32,18 @@ export class TemporalWorkers extends LaneWorkers {
       },
       {
         taskQueue: lanes.cpuTools,
-        activities: createAgentActivities({ workspaceRoot: this.config.WORKSPACE_ROOT, effects: new EffectLedger(this.db.dataSource), tools: CPU_TOOLS }),
+        activities: createAgentActivities({
+          workspaceRoot: this.config.WORKSPACE_ROOT,
+          effects: new EffectLedger(this.db.dataSource),
+          tools: CPU_TOOLS,
+          chat: createChatClient({
+            baseUrl: this.config.MODEL_BASE_URL,
+            apiKey: this.config.MODEL_API_KEY,
+            model: this.config.MODEL_NAME,
+            timeoutMs: this.config.MODEL_TIMEOUT_MS,
+          }),
+          compensations: new GpuLeases(this.db.dataSource),
+        }),
       },
     ];
   }

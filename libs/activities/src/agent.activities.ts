@@ -1,7 +1,10 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { EffectLedger } from '@agentrun/persistence';
-import type { AgentActivities, ToolCall, ToolResult } from '@agentrun/workflows';
+import { hostname } from 'node:os';
+import type { EffectLedger, GpuLeases } from '@agentrun/persistence';
+import type { AgentActivities, ModelCall, ModelReply, ToolCall, ToolResult } from '@agentrun/workflows';
+import { ChatError, type ChatClient, type ChatMessage } from './llm';
+import { toolSpecsFor } from './tool-specs';
 import { BadArguments, type Tool } from './tools';
 import { Workspace } from './workspace';
 
@@ -10,7 +13,16 @@ export interface AgentActivityDeps {
   effects: EffectLedger;
   /** The tools this worker's lane serves; a call for any other tool is bad arguments. */
   tools: Tool[];
+  /** Set on the GPU lane: each tool call holds a GPU lease while it works. */
+  gpuLeases?: GpuLeases;
+  /** Set where model calls are served. */
+  chat?: ChatClient;
+  /** Where compensations are served: the leases they release. */
+  compensations?: GpuLeases;
 }
+
+/** Who holds a lease: this process on this host. */
+const WORKER = `${hostname()}:${process.pid}`;
 
 function stepOf(key: string): number {
   const parts = key.split(':');
@@ -18,42 +30,91 @@ function stepOf(key: string): number {
   return Number.isInteger(step) ? step : 0;
 }
 
+function notServed(what: string): never {
+  throw ApplicationFailure.nonRetryable(`${what} is not served on task queue '${Context.current().info.taskQueue}'`, 'BadArguments');
+}
+
+/**
+ * Every effect is keyed and written to the ledger last: an attempt that dies half-way leaves no row
+ * and the retry redoes the work; an attempt whose completion was lost after the effect finds the row
+ * and returns it with `duplicate: true`, spending nothing.
+ */
 export function createAgentActivities(deps: AgentActivityDeps): AgentActivities {
   const byName = new Map(deps.tools.map((t) => [t.name, t]));
+
+  async function once<T extends { duplicate: boolean }>(key: string, effect: string, run: (attempt: number) => Promise<T>): Promise<T> {
+    const recorded = await deps.effects.find<T>(key);
+    if (recorded) return { ...recorded.result, duplicate: true };
+    const attempt = Context.current().info.attempt;
+    const result = await run(attempt);
+    const stored = await deps.effects.record(key, effect, result, attempt);
+    return stored.duplicate ? { ...stored.result, duplicate: true } : stored.result;
+  }
+
   return {
     async prepareWorkspace({ org, run_id, goal }) {
       const workspace = new Workspace(deps.workspaceRoot, org, run_id);
       await workspace.write('goal.md', `# Goal\n\n${goal}\n`);
     },
 
-    /**
-     * Keyed and resumable. The ledger row is written last, so an attempt that dies half-way leaves
-     * no row and the retry redoes the work; an attempt whose completion was lost after the effect
-     * finds the row and returns it with `duplicate: true`.
-     */
     async runTool(call: ToolCall): Promise<ToolResult> {
-      const info = Context.current().info;
-      const tool = byName.get(call.tool);
-      if (!tool) {
-        throw ApplicationFailure.nonRetryable(`tool '${call.tool}' is not served on task queue '${info.taskQueue}'`, 'BadArguments');
-      }
-      const recorded = await deps.effects.find<ToolResult>(call.key);
-      if (recorded) return { ...recorded.result, duplicate: true };
-      const workspace = new Workspace(deps.workspaceRoot, call.org, call.run_id);
-      let output: string;
-      try {
-        output = await tool.run(call.args, {
-          workspace,
-          step: stepOf(call.key),
-          heartbeat: (progress) => Context.current().heartbeat(progress),
-        });
-      } catch (err) {
-        if (err instanceof BadArguments) throw ApplicationFailure.nonRetryable(err.message, 'BadArguments');
-        throw err;
-      }
-      const result: ToolResult = { key: call.key, tool: call.tool, output, attempt: info.attempt, lane: info.taskQueue, duplicate: false };
-      const stored = await deps.effects.record(call.key, `tool:${call.tool}`, result, info.attempt);
-      return stored.duplicate ? { ...stored.result, duplicate: true } : stored.result;
+      const tool = byName.get(call.tool) ?? notServed(`tool '${call.tool}'`);
+      return once(call.key, `tool:${call.tool}`, async (attempt) => {
+        const info = Context.current().info;
+        await deps.gpuLeases?.acquire(call.key, call.org, call.run_id, WORKER);
+        try {
+          const output = await tool.run(call.args, {
+            workspace: new Workspace(deps.workspaceRoot, call.org, call.run_id),
+            step: stepOf(call.key),
+            heartbeat: (progress) => Context.current().heartbeat(progress),
+          });
+          return { key: call.key, tool: call.tool, output, attempt, lane: info.taskQueue, duplicate: false };
+        } catch (err) {
+          if (err instanceof BadArguments) throw ApplicationFailure.nonRetryable(err.message, 'BadArguments');
+          throw err;
+        } finally {
+          // A crash skips this; the run's saga compensation releases what a dead attempt held.
+          await deps.gpuLeases?.release(call.key);
+        }
+      });
+    },
+
+    /** One bill per key. 429 and 5xx are retried by the workflow's policy; other 4xx never are. */
+    async callModel(call: ModelCall): Promise<ModelReply> {
+      const chat = deps.chat ?? notServed('the model');
+      return once(call.key, 'model', async (attempt) => {
+        let reply;
+        try {
+          reply = await chat.complete(
+            { messages: call.messages as ChatMessage[], ...(call.tools.length ? { tools: toolSpecsFor(call.tools) } : {}) },
+            Context.current().cancellationSignal,
+          );
+        } catch (err) {
+          if (!(err instanceof ChatError)) throw err;
+          if (!err.retryable) throw ApplicationFailure.nonRetryable(`the model refused the request: ${err.message}`, 'BadArguments');
+          throw ApplicationFailure.create({
+            message: `model call failed (${err.kind}): ${err.message}`,
+            type: `Model_${err.kind}`,
+            ...(err.retryAfterMs !== undefined ? { nextRetryDelay: err.retryAfterMs } : {}),
+          });
+        }
+        return {
+          key: call.key,
+          content: reply.content ?? '',
+          tool_calls: reply.tool_calls.map((t) => ({ id: t.id, name: t.name, arguments: t.raw_arguments })),
+          finish_reason: reply.finish_reason ?? 'stop',
+          attempt,
+          duplicate: false,
+        };
+      });
+    },
+
+    async compensate({ name }) {
+      const leases = deps.compensations ?? notServed('compensation');
+      const [action, ...rest] = name.split(':');
+      if (action !== 'release_gpu' || rest.length === 0) throw ApplicationFailure.nonRetryable(`unknown compensation '${name}'`, 'BadArguments');
+      const key = rest.join(':');
+      return (await leases.release(key)) ? `released the GPU held by ${key}` : `no GPU was held by ${key}`;
     },
   };
 }

@@ -3,3 +3,4 @@ export * from './tools';
 export * from './agent.activities';
 export * from './publish.activities';
 export * from './snapshot.activities';
+export * from './llm';

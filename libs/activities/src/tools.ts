@@ -1,32 +1,14 @@
-import type { Workspace } from './workspace';
+import { terms, requireString, type Tool } from './tools/common';
+import { fetchTool } from './tools/fetch';
+import { parseTool } from './tools/parse';
+import { rerankTool } from './tools/rerank';
+import { visionTool } from './tools/vision';
 
-export class BadArguments extends Error {
-  override readonly name = 'BadArguments';
-}
-
-export interface ToolContext {
-  workspace: Workspace;
-  step: number;
-  /** Called between units of work so a stalled attempt is noticed and a retry can resume. */
-  heartbeat(progress: { done: number; of: number }): void;
-}
-
-export interface Tool {
-  readonly name: string;
-  run(args: Record<string, string | number>, ctx: ToolContext): Promise<string>;
-}
-
-const WORD = /[\p{L}\p{N}]{2,}/gu;
-
-function terms(text: string): string[] {
-  return (text.toLowerCase().match(WORD) ?? []).slice(0, 64);
-}
-
-function requireString(args: Record<string, string | number>, name: string): string {
-  const value = args[name];
-  if (typeof value !== 'string' || value.trim() === '') throw new BadArguments(`argument '${name}' must be a non-empty string`);
-  return value;
-}
+export { BadArguments, type Tool, type ToolContext } from './tools/common';
+export * from './tools/fetch';
+export * from './tools/parse';
+export * from './tools/rerank';
+export * from './tools/vision';
 
 /** Finds the workspace lines that share the most terms with the query, and files its findings. */
 export const searchTool: Tool = {
@@ -79,5 +61,14 @@ export const embedTool: Tool = {
   },
 };
 
-export const CPU_TOOLS: Tool[] = [searchTool];
-export const GPU_TOOLS: Tool[] = [embedTool];
+/** Served by the orchestrator's CPU lane. */
+export const CPU_TOOLS: Tool[] = [searchTool, parseTool, fetchTool];
+/** Served by the GPU worker's lane; today CPU algorithms that a GPU model can replace behind the same name. */
+export const GPU_TOOLS: Tool[] = [embedTool, visionTool, rerankTool];
+
+export type ToolLane = 'cpu' | 'gpu';
+/** Which lane serves each tool, by tool name. */
+export const TOOL_LANES: Record<string, ToolLane> = Object.fromEntries([
+  ...CPU_TOOLS.map((t) => [t.name, 'cpu'] as const),
+  ...GPU_TOOLS.map((t) => [t.name, 'gpu'] as const),
+]);

@@ -27,12 +27,18 @@ export class TransientCommandError extends Error {
   override readonly name = 'TransientCommandError';
 }
 
+/** How every AgentRun is started: its history budget and research cadence. */
+export interface AgentDefaults {
+  steps_per_execution: number;
+  history_budget: { events: number; bytes: number };
+  research_every: number;
+}
+
 export interface CommandServiceDeps {
   temporal: Client;
   ledger: CommandLedger;
   taskQueuePrefix: string;
-  /** Steps one AgentRun execution takes before it continues as new. */
-  stepsPerExecution: number;
+  agentDefaults: AgentDefaults;
   /** Publishes the outcome record; awaited before the service answers. */
   publishOutcome(outcome: CommandOutcome): Promise<void>;
   now?: () => Date;
@@ -173,7 +179,7 @@ export class CommandService {
       tier: payload.tier ?? 'batch',
       ...(payload.owner ? { owner: payload.owner } : {}),
       lanes: { agentWorkflows: this.lanes.agentWorkflows, cpuTools: this.lanes.cpuTools, gpuTools: this.lanes.gpuTools },
-      steps_per_execution: this.deps.stepsPerExecution,
+      ...this.deps.agentDefaults,
     };
     try {
       await this.deps.temporal.workflow.start(AgentRun, {

@@ -1,9 +1,10 @@
 import type { Client } from '@temporalio/client';
+import type { PlatformConfig } from '@agentrun/config';
 import { TOPICS } from '@agentrun/contracts';
 import type { KafkaBus } from '@agentrun/kafka';
 import { CommandLedger } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
-import { CommandService } from './command.service';
+import { CommandService, type AgentDefaults } from './command.service';
 
 export interface CommandServiceWiring {
   /** Read when a command is handled, so the client may connect after the service is built. */
@@ -12,7 +13,7 @@ export interface CommandServiceWiring {
   bus: KafkaBus;
   topicPrefix: string;
   taskQueuePrefix: string;
-  stepsPerExecution: number;
+  agentDefaults: AgentDefaults;
 }
 
 /** The command service as every entry point (Kafka consumer, HTTP) builds it: ledger in Postgres, outcomes on Kafka. */
@@ -24,7 +25,16 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
     },
     ledger: new CommandLedger(w.dataSource),
     taskQueuePrefix: w.taskQueuePrefix,
-    stepsPerExecution: w.stepsPerExecution,
+    agentDefaults: w.agentDefaults,
     publishOutcome: (outcome) => w.bus.send(outcomes, [{ key: outcome.run_id, value: JSON.stringify(outcome) }]),
   });
+}
+
+/** The run defaults from a service's configuration. */
+export function agentDefaultsOf(config: Pick<PlatformConfig, 'AGENTRUN_STEPS_PER_EXECUTION' | 'AGENTRUN_HISTORY_MAX_EVENTS' | 'AGENTRUN_HISTORY_MAX_BYTES' | 'AGENTRUN_RESEARCH_EVERY'>): AgentDefaults {
+  return {
+    steps_per_execution: config.AGENTRUN_STEPS_PER_EXECUTION,
+    history_budget: { events: config.AGENTRUN_HISTORY_MAX_EVENTS, bytes: config.AGENTRUN_HISTORY_MAX_BYTES },
+    research_every: config.AGENTRUN_RESEARCH_EVERY,
+  };
 }

@@ -18,6 +18,11 @@ export const platformSpec = {
   WORKSPACE_ROOT: str('.stack/data/workspaces'),
   OBJECT_STORE_DIR: str('.stack/data/objects'),
   SHUTDOWN_GRACE_MS: int(20_000, 1_000, 600_000),
+  /** Defaults every AgentRun is started with (HTTP and Kafka starts alike). */
+  AGENTRUN_STEPS_PER_EXECUTION: int(500, 1, 100_000),
+  AGENTRUN_HISTORY_MAX_EVENTS: int(2_000, 100, 50_000),
+  AGENTRUN_HISTORY_MAX_BYTES: int(5 * 1024 * 1024, 64 * 1024, 50 * 1024 * 1024),
+  AGENTRUN_RESEARCH_EVERY: int(4, 1, 1_000),
   LOG_JSON: bool(false),
 };
 

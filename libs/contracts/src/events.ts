@@ -11,6 +11,7 @@ export const RUN_EVENT_TYPES = [
   'status_changed',
   'context_injected',
   'goal_changed',
+  'compensated',
   'snapshot_captured',
   'case_finished',
   'run_finished',

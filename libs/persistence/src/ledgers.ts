@@ -98,3 +98,30 @@ export class EffectLedger {
     return Number(rows[0]?.n ?? 0);
   }
 }
+
+/** GPU leases: taken by a GPU tool for the length of its work, released by it or by compensation. */
+export class GpuLeases {
+  constructor(private readonly db: DataSource) {}
+
+  async acquire(key: string, org: string, runId: string, worker: string): Promise<void> {
+    await this.db.query(
+      `INSERT INTO gpu_leases (idempotency_key, org, run_id, worker) VALUES ($1, $2, $3, $4)
+       ON CONFLICT (idempotency_key) DO UPDATE SET worker = excluded.worker, acquired_at = now()`,
+      [key, org, runId, worker],
+    );
+  }
+
+  /** Idempotent: releasing twice is releasing once. Returns whether a lease was held. */
+  async release(key: string): Promise<boolean> {
+    const rows: unknown[] = await this.db.query('DELETE FROM gpu_leases WHERE idempotency_key = $1 RETURNING idempotency_key', [key]);
+    return rows.length > 0;
+  }
+
+  async heldBy(org: string, runId: string): Promise<string[]> {
+    const rows: { idempotency_key: string }[] = await this.db.query(
+      'SELECT idempotency_key FROM gpu_leases WHERE org = $1 AND run_id = $2 ORDER BY acquired_at',
+      [org, runId],
+    );
+    return rows.map((r) => r.idempotency_key);
+  }
+}

@@ -17,6 +17,8 @@ export interface AgentCarry {
   duplicates_suppressed: number;
   processed_command_ids: string[];
   status: AgentStatus;
+  /** The newest sub-agents, for the status Query (bounded). */
+  children: string[];
 }
 
 export interface AgentRunInput {
@@ -31,6 +33,10 @@ export interface AgentRunInput {
   lanes: Lanes;
   /** Steps one execution may take before it continues as new (the history budget). */
   steps_per_execution: number;
+  /** History events and bytes one execution may reach before it continues as new. */
+  history_budget?: { events: number; bytes: number };
+  /** A `ResearchAgent` child every this many four-step cycles (default 4). */
+  research_every?: number;
   carry?: AgentCarry;
 }
 
@@ -52,6 +58,8 @@ export type AgentRunStatusView = AgentRunState & {
   history_size: number;
   execution_started_at_step: number;
   last_seq: number;
+  children: string[];
+  compensations: string[];
 };
 
 export interface ToolCall {
@@ -74,10 +82,47 @@ export interface ToolResult {
   duplicate: boolean;
 }
 
+/** A chat message in the OpenAI function-calling shape. */
+export interface ChatTurn {
+  role: 'system' | 'user' | 'assistant' | 'tool';
+  content: string | null;
+  tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[];
+  tool_call_id?: string;
+}
+
+export interface ModelCall {
+  /** Idempotency key chosen by workflow code: one bill per key. */
+  key: string;
+  org: string;
+  run_id: string;
+  messages: ChatTurn[];
+  /** Names of the tools the model may call; empty for a plain completion. */
+  tools: string[];
+}
+
+export interface ModelReply {
+  key: string;
+  content: string;
+  tool_calls: { id: string; name: string; arguments: string }[];
+  finish_reason: string;
+  attempt: number;
+  duplicate: boolean;
+}
+
 /** The activities `AgentRun` calls; the activities lib implements them. */
 export interface AgentActivities {
   prepareWorkspace(input: { org: string; run_id: string; goal: string }): Promise<void>;
   runTool(call: ToolCall): Promise<ToolResult>;
+  callModel(call: ModelCall): Promise<ModelReply>;
+  /** Undoes one saga step; idempotent, so undoing twice is undoing once. */
+  compensate(input: { org: string; run_id: string; name: string }): Promise<string>;
+}
+
+export interface ResearchInput {
+  org: string;
+  run_id: string;
+  question: string;
+  lanes: Lanes;
 }
 
 export interface PublishActivities {

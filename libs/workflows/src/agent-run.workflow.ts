@@ -6,6 +6,7 @@ import {
   condition,
   ContinueAsNew,
   continueAsNew,
+  executeChild,
   isCancellation,
   proxyActivities,
   setHandler,
@@ -23,28 +24,53 @@ import type {
   ToolCall,
   ToolResult,
 } from './agent-run.types';
+import { ResearchAgent } from './research-agent.workflow';
+import { FOREVER, MODEL_RETRY, TOOL_RETRY } from './retry-policies';
 import { cancelRunSignal, changeGoalUpdate, injectContextSignal, pauseSignal, resumeSignal, statusQuery } from './definitions';
 import { digest } from './digest';
 import { AGENT_STATUS_KEY, CURRENT_STEP_KEY } from './search-attributes';
 
+export type ToolName = 'search' | 'embed';
+
 export type Step =
-  | { kind: 'tool'; tool: 'search' | 'embed'; lane: 'cpu' | 'gpu'; args: Record<string, string | number> }
+  | { kind: 'llm'; prompt: string }
+  | { kind: 'tool'; tool: ToolName; lane: 'cpu' | 'gpu'; args: Record<string, string | number> }
+  | { kind: 'research'; question: string }
   | { kind: 'finish' };
 
-/** The next step, as a pure function of state: never calls a model, so replay always agrees. */
-export function plan(state: { step: number; max_steps: number; goal: string; context: string }): Step {
-  if (state.step >= state.max_steps) return { kind: 'finish' };
-  if (state.step % 2 === 0) return { kind: 'tool', tool: 'search', lane: 'cpu', args: { query: state.goal, step: state.step } };
-  return { kind: 'tool', tool: 'embed', lane: 'gpu', args: { text: state.context.slice(-400) || state.goal, step: state.step } };
+export interface PlanState {
+  step: number;
+  max_steps: number;
+  goal: string;
+  context: string;
+  research_every: number;
 }
 
-const TOOL_RETRY = {
-  initialInterval: '200ms',
-  backoffCoefficient: 2,
-  maximumInterval: '5s',
-  maximumAttempts: 5,
-  nonRetryableErrorTypes: ['BadArguments'],
-};
+/**
+ * The next step, as a pure function of state: it never calls a model, so replay always agrees.
+ * Four phases per cycle: think (model), a CPU tool, a GPU tool, then research (a sub-agent, every
+ * `research_every` cycles) or reflect (model).
+ */
+export function plan(state: PlanState): Step {
+  if (state.step >= state.max_steps) return { kind: 'finish' };
+  switch (state.step % 4) {
+    case 0:
+      return { kind: 'llm', prompt: `step ${state.step}: plan the next move toward: ${state.goal}` };
+    case 1:
+      return { kind: 'tool', tool: 'search', lane: 'cpu', args: { query: state.goal, step: state.step } };
+    case 2:
+      return { kind: 'tool', tool: 'embed', lane: 'gpu', args: { text: state.context.slice(-400) || state.goal, step: state.step } };
+    default:
+      return Math.floor(state.step / 4) % state.research_every === 0
+        ? { kind: 'research', question: `what is still missing for: ${state.goal}` }
+        : { kind: 'llm', prompt: `step ${state.step}: reflect on: ${state.context.slice(-200)}` };
+  }
+}
+
+export const DEFAULT_RESEARCH_EVERY = 4;
+/** Temporal's hard limits are 50k events / 50 MB; an execution hands over long before. */
+export const DEFAULT_HISTORY_BUDGET = { events: 2_000, bytes: 5 * 1024 * 1024 };
+const MAX_CHILDREN_SHOWN = 50;
 
 const PRIORITY_FOR_TIER = { enterprise: 1, team: 3, batch: 5 } as const;
 /** Events go out in batches of at most this many per publish activity. */
@@ -61,6 +87,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     duplicates_suppressed: 0,
     processed_command_ids: [],
     status: 'queued',
+    children: [],
   };
   let { step, seq, goal, context, attempts, status } = carry;
   let duplicatesSuppressed = carry.duplicates_suppressed;
@@ -69,6 +96,11 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   let paused = status === 'paused';
   let cancelRequested = false;
   let failure: { reason: string; message: string } | undefined;
+  const children = [...(carry.children ?? [])];
+  /** Saga steps to undo, in order taken, if the run is cancelled while holding them. */
+  const compensations: string[] = [];
+  const researchEvery = input.research_every ?? DEFAULT_RESEARCH_EVERY;
+  const budget = input.history_budget ?? DEFAULT_HISTORY_BUDGET;
 
   const cpu = proxyActivities<AgentActivities>({
     taskQueue: input.lanes.cpuTools,
@@ -84,11 +116,18 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     retry: TOOL_RETRY,
     priority: { priorityKey: PRIORITY_FOR_TIER[input.tier], fairnessKey: input.org, fairnessWeight: 1 },
   });
+  const model = proxyActivities<AgentActivities>({
+    taskQueue: input.lanes.cpuTools,
+    scheduleToCloseTimeout: '2m',
+    startToCloseTimeout: '30s',
+    retry: MODEL_RETRY,
+  });
+  const saga = proxyActivities<AgentActivities>({ taskQueue: input.lanes.cpuTools, startToCloseTimeout: '30s', retry: FOREVER });
   // Publishing retries for as long as it takes: an event the workflow decided on is never dropped.
   const publisher = proxyActivities<PublishActivities>({
     taskQueue: input.lanes.agentWorkflows,
     startToCloseTimeout: '30s',
-    retry: { initialInterval: '500ms', backoffCoefficient: 2, maximumInterval: '10s' },
+    retry: FOREVER,
   });
 
   const state = (): AgentRunState => ({
@@ -206,6 +245,8 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     history_size: workflowInfo().historySize,
     execution_started_at_step: executionStartedAtStep,
     last_seq: seq,
+    children: [...children],
+    compensations: [...compensations],
   }));
 
   const result = (): AgentRunResult => ({
@@ -224,8 +265,13 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
       tool: next.tool,
       args: next.args,
     };
+    // The saga in one line: what must be undone if the run is cancelled holding a GPU.
+    const hold = next.lane === 'gpu' ? `release_gpu:${call.key}` : undefined;
+    if (hold) compensations.push(hold);
     try {
-      return await (next.lane === 'gpu' ? gpu : cpu).runTool(call);
+      const result = await (next.lane === 'gpu' ? gpu : cpu).runTool(call);
+      if (hold) compensations.splice(compensations.indexOf(hold), 1);
+      return result;
     } catch (err) {
       if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_START') {
         throw ApplicationFailure.nonRetryable(
@@ -237,6 +283,55 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     }
   };
 
+  const think = async (prompt: string): Promise<{ output: string; attempt: number; duplicate: boolean }> => {
+    const reply = await model.callModel({
+      key: `${info.workflowId}:${step}:${digest(prompt)}`,
+      org: input.org,
+      run_id: input.run_id,
+      messages: [
+        { role: 'system', content: `You are an agent working toward this goal: ${goal}` },
+        { role: 'user', content: prompt },
+      ],
+      tools: [],
+    });
+    return { output: reply.content, attempt: reply.attempt, duplicate: reply.duplicate };
+  };
+
+  const research = async (question: string): Promise<string> => {
+    const childId = `${info.workflowId}/research/${step}`;
+    children.push(childId);
+    if (children.length > MAX_CHILDREN_SHOWN) children.splice(0, children.length - MAX_CHILDREN_SHOWN);
+    emit('child_started', { step, child_workflow_id: childId, question });
+    return executeChild(ResearchAgent, {
+      workflowId: childId,
+      taskQueue: input.lanes.agentWorkflows,
+      workflowExecutionTimeout: '10m',
+      args: [{ org: input.org, run_id: input.run_id, question, lanes: input.lanes }],
+    });
+  };
+
+  /** Undoes what is held, newest first, even while the run is being cancelled. */
+  const compensate = async (): Promise<void> => {
+    await CancellationScope.nonCancellable(async () => {
+      while (compensations.length) {
+        const name = compensations[compensations.length - 1];
+        await saga.compensate({ org: input.org, run_id: input.run_id, name });
+        compensations.pop();
+        emit('compensated', { name });
+      }
+    });
+  };
+
+  const overBudget = (): boolean => {
+    const now = workflowInfo();
+    return (
+      now.continueAsNewSuggested ||
+      now.historyLength >= budget.events ||
+      now.historySize >= budget.bytes ||
+      step - executionStartedAtStep >= input.steps_per_execution
+    );
+  };
+
   try {
     if (!input.carry) {
       // Announced first, so watchers see the run the moment it exists; the workspace comes next.
@@ -246,15 +341,17 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     for (;;) {
       await condition(() => !paused || cancelRequested);
       if (cancelRequested) {
+        await compensate();
         setStatus('cancelled', 'run_finished');
         break;
       }
-      const next = plan({ step, max_steps: input.max_steps, goal, context });
+      const next = plan({ step, max_steps: input.max_steps, goal, context, research_every: researchEvery });
       if (next.kind === 'finish') {
         setStatus('done', 'run_finished');
         break;
       }
-      if (step > executionStartedAtStep && (workflowInfo().continueAsNewSuggested || step - executionStartedAtStep >= input.steps_per_execution)) {
+      // Never on an execution's first step: that would hand over forever.
+      if (step > executionStartedAtStep && overBudget()) {
         await condition(allHandlersFinished);
         await flushed();
         // A cancel accepted while the outbox drained is handled here, not dropped by the hand-over.
@@ -268,28 +365,38 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
           duplicates_suppressed: duplicatesSuppressed,
           processed_command_ids: [...processed].slice(-1_000),
           status,
+          children: children.slice(-MAX_CHILDREN_SHOWN),
         };
         return await continueAsNew<typeof AgentRun>({ ...input, goal, carry: nextCarry });
       }
-      const toolResult = await runTool(next);
-      attempts += toolResult.attempt - 1;
-      if (toolResult.duplicate) duplicatesSuppressed += 1;
-      context = `${context}\n[${toolResult.tool}] ${toolResult.output}`.slice(-8_000);
+      let done: { output: string; attempt: number; duplicate: boolean; tool?: string; lane?: string };
+      if (next.kind === 'tool') {
+        const result = await runTool(next);
+        done = { output: result.output, attempt: result.attempt, duplicate: result.duplicate, tool: result.tool, lane: result.lane };
+      } else if (next.kind === 'llm') {
+        done = await think(next.prompt);
+      } else {
+        done = { output: await research(next.question), attempt: 1, duplicate: false };
+      }
+      attempts += done.attempt - 1;
+      if (done.duplicate) duplicatesSuppressed += 1;
+      context = `${context}\n[${done.tool ?? next.kind}] ${done.output}`.slice(-8_000);
       step += 1;
       upsertSearchAttributes([{ key: CURRENT_STEP_KEY, value: step }]);
       emit('step_completed', {
         step: step - 1,
-        tool: toolResult.tool,
-        lane: toolResult.lane,
-        attempt: toolResult.attempt,
-        duplicate: toolResult.duplicate,
-        output: toolResult.output.slice(0, 2_000),
+        kind: next.kind,
+        ...(done.tool ? { tool: done.tool, lane: done.lane } : {}),
+        attempt: done.attempt,
+        duplicate: done.duplicate,
+        output: done.output.slice(0, 2_000),
       });
     }
   } catch (err) {
     if (err instanceof ContinueAsNew) throw err; // not a failure: this execution hands over to the next
     if (isCancellation(err)) {
       // Temporal cancellation: record it, publish it, and let the cancellation stand.
+      await compensate();
       await CancellationScope.nonCancellable(async () => {
         setStatus('cancelled', 'run_finished');
         await drainOutbox();

@@ -1,4 +1,5 @@
 import { ReadModel1764400000000 } from './1764400000000-read-model';
 import { CommandLedgerClaims1764500000000 } from './1764500000000-command-ledger-claims';
+import { GpuLeases1764600000000 } from './1764600000000-gpu-leases';
 
-export const MIGRATIONS = [ReadModel1764400000000, CommandLedgerClaims1764500000000];
+export const MIGRATIONS = [ReadModel1764400000000, CommandLedgerClaims1764500000000, GpuLeases1764600000000];

@@ -1,0 +1,508 @@
+/**
+ * A small deterministic model server speaking the OpenAI chat-completions protocol, for offline runs and
+ * tests. Every reply is a pure function of the request (no randomness, no clock); the only state is a
+ * per-conversation attempt counter used by the scenarios that fail a fixed number of times first.
+ *
+ * Routes: `POST /v1/chat/completions` (and `/chat/completions`), `GET /v1/models` (and `/models`),
+ * `GET /healthz`.
+ *
+ * The scenario comes from a `[scenario:NAME]` directive in the text of the LAST user message, else from the
+ * model name (`scripted` = `agent`, `scripted-NAME`, e.g. `scripted-429`), see `SCENARIOS` and `ALIASES`.
+ *
+ * - `agent`: with fewer than 2 tool results in the conversation, calls tools chosen from those offered
+ *   (`search` with `{"query": <words of the last user message>}`, then `embed` with `{"text": ...}`; if
+ *   neither is offered, the first tool offered) with `finish_reason: 'tool_calls'`; with 2 tool results (or
+ *   no tools offered), answers in text quoting the first 40 characters of each tool output, `'stop'`.
+ * - `malformed_args`: while the conversation has no tool result, one tool call whose `arguments` is not
+ *   valid JSON; once a tool result (e.g. the caller's error report) is in, it behaves as `agent`.
+ * - `rate_limited` / `server_error`: 429 (`Retry-After: 1`) / 500 for the first 2 requests carrying the same
+ *   conversation (fingerprint = SHA-256 of the messages), then the `agent` reply.
+ * - `always_500`: 500 every time. `bad_request`: 400 with an OpenAI-style error body.
+ * - `length`: a truncated answer (`max_tokens` words, default 8) with `finish_reason: 'length'`.
+ * - `slow`: the `agent` reply after `[delay:MS]` ms (default 2000, at most 120000).
+ *
+ * Unknown model, unknown scenario or malformed body -> 400 `{ error: { message, type: 'invalid_request_error' } }`;
+ * a body over 1 MiB -> 413.
+ */
+import { createHash } from 'node:crypto';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export const SCENARIOS = [
+  'agent',
+  'malformed_args',
+  'rate_limited',
+  'server_error',
+  'always_500',
+  'bad_request',
+  'length',
+  'slow',
+] as const;
+export type Scenario = (typeof SCENARIOS)[number];
+
+/** Short names accepted wherever a scenario name is (`scripted-429`, `[scenario:500]`). */
+export const ALIASES: Readonly<Record<string, Scenario>> = { '429': 'rate_limited', '500': 'server_error', '400': 'bad_request' };
+
+export const MODEL_PREFIX = 'scripted';
+/** Tool results after which the `agent` scenario answers in text. */
+export const AGENT_TOOL_RESULTS = 2;
+/** Failed attempts per conversation before `rate_limited` / `server_error` succeed. */
+export const FAILURES_BEFORE_SUCCESS = 2;
+export const MAX_BODY_BYTES = 1024 * 1024;
+export const DEFAULT_DELAY_MS = 2000;
+const MAX_DELAY_MS = 120_000;
+const QUOTE_CHARS = 40;
+const MAX_TRACKED_CONVERSATIONS = 10_000;
+
+export interface ModelServerOptions {
+  /** 0 (the default) picks a free port. */
+  port?: number;
+  /** Default 127.0.0.1. */
+  host?: string;
+}
+
+export interface ModelServer {
+  /** The base URL for a client, e.g. `http://127.0.0.1:8090/v1`. */
+  readonly url: string;
+  readonly port: number;
+  /** Chat-completion requests received so far (including those answered with an error). */
+  readonly requests: number;
+  /** Stops listening, drops open connections and pending delayed replies. Idempotent. */
+  close(): Promise<void>;
+}
+
+export async function startModelServer(options: ModelServerOptions = {}): Promise<ModelServer> {
+  const host = options.host ?? '127.0.0.1';
+  const attempts = new Map<string, number>();
+  const pending = new Set<NodeJS.Timeout>();
+  let requests = 0;
+
+  const server = createServer((req, res) => {
+    res.sendDate = false; // no clock in the replies, headers included
+    const path = (req.url ?? '/').split('?')[0].replace(/\/+$/, '') || '/';
+    if (path === '/v1/chat/completions' || path === '/chat/completions') {
+      if (req.method !== 'POST') return methodNotAllowed(req, res, 'POST');
+      requests++;
+      void readBody(req).then((body) => {
+        if (body === null) {
+          return sendError(res, 413, `the request body is larger than ${MAX_BODY_BYTES} bytes`, 'invalid_request_error', 'request_too_large');
+        }
+        const reply = respond(body, attempts);
+        if (reply.delayMs === undefined) return send(res, reply.status, reply.body, reply.headers);
+        const timer = setTimeout(() => {
+          pending.delete(timer);
+          send(res, reply.status, reply.body, reply.headers);
+        }, reply.delayMs);
+        pending.add(timer);
+        res.on('close', () => {
+          clearTimeout(timer);
+          pending.delete(timer);
+        });
+      }, () => res.destroy());
+      return;
+    }
+    if (path === '/v1/models' || path === '/models') {
+      if (req.method !== 'GET') return methodNotAllowed(req, res, 'GET');
+      return send(res, 200, { object: 'list', data: modelNames().map((id) => ({ id, object: 'model', created: 0, owned_by: 'agentrun' })) });
+    }
+    if (path === '/healthz') {
+      if (req.method !== 'GET') return methodNotAllowed(req, res, 'GET');
+      return send(res, 200, { status: 'ok' });
+    }
+    req.resume();
+    sendError(res, 404, `no route for ${req.method ?? 'GET'} ${path}`, 'invalid_request_error', 'not_found');
+  });
+
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(options.port ?? 0, host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const port = (server.address() as AddressInfo).port;
+  let closing: Promise<void> | undefined;
+
+  return {
+    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/v1`,
+    port,
+    get requests() {
+      return requests;
+    },
+    close() {
+      closing ??= new Promise<void>((resolve) => {
+        for (const timer of pending) clearTimeout(timer);
+        pending.clear();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      });
+      return closing;
+    },
+  };
+}
+
+/** Every model name the server answers to. */
+export function modelNames(): string[] {
+  return [MODEL_PREFIX, ...[...SCENARIOS, ...Object.keys(ALIASES)].map((name) => `${MODEL_PREFIX}-${name}`)];
+}
+
+// ---------------------------------------------------------------------------------------------
+// HTTP plumbing
+// ---------------------------------------------------------------------------------------------
+
+type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
+
+interface Reply {
+  status: number;
+  body: Json;
+  headers?: Record<string, string>;
+  delayMs?: number;
+}
+
+/** The body as text, or `null` when it passes 1 MiB (the rest is read and dropped, up to a bound). */
+function readBody(req: IncomingMessage): Promise<string | null> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    req.on('data', (chunk: Buffer) => {
+      size += chunk.length;
+      if (size <= MAX_BODY_BYTES) chunks.push(chunk);
+      else if (size > 64 * MAX_BODY_BYTES) req.destroy();
+      else chunks.length = 0;
+    });
+    req.on('end', () => resolve(size > MAX_BODY_BYTES ? null : Buffer.concat(chunks).toString('utf8')));
+    req.on('error', reject);
+  });
+}
+
+function send(res: ServerResponse, status: number, body: Json, headers: Record<string, string> = {}): void {
+  if (res.headersSent || res.destroyed) return;
+  const text = JSON.stringify(body);
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
+  res.end(text);
+}
+
+function errorBody(message: string, type: string, code: string | null): Json {
+  return { error: { message, type, param: null, code } };
+}
+
+function sendError(res: ServerResponse, status: number, message: string, type: string, code: string | null): void {
+  send(res, status, errorBody(message, type, code));
+}
+
+function methodNotAllowed(req: IncomingMessage, res: ServerResponse, allowed: string): void {
+  req.resume();
+  send(res, 405, errorBody(`use ${allowed} here, not ${req.method ?? '?'}`, 'invalid_request_error', 'method_not_allowed'), { allow: allowed });
+}
+
+const invalid = (message: string): Reply => ({ status: 400, body: errorBody(message, 'invalid_request_error', null) });
+
+// ---------------------------------------------------------------------------------------------
+// The protocol: request -> reply
+// ---------------------------------------------------------------------------------------------
+
+interface WireToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+interface Message {
+  role: 'system' | 'developer' | 'user' | 'assistant' | 'tool';
+  text: string;
+  tool_calls: WireToolCall[];
+  tool_call_id?: string;
+  name?: string;
+}
+
+interface OfferedTool {
+  name: string;
+  parameters?: Record<string, unknown>;
+}
+
+interface Request {
+  model: string;
+  messages: Message[];
+  tools: OfferedTool[];
+  max_tokens?: number;
+}
+
+const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
+
+function respond(text: string, attempts: Map<string, number>): Reply {
+  let raw: unknown;
+  try {
+    raw = JSON.parse(text);
+  } catch {
+    return invalid('the request body is not valid JSON');
+  }
+  const parsed = readRequest(raw);
+  if (typeof parsed === 'string') return invalid(parsed);
+  const request = parsed;
+
+  const lastUser = [...request.messages].reverse().find((m) => m.role === 'user');
+  const directive = lastUser ? /\[scenario:([^\]\s]+)\]/i.exec(lastUser.text)?.[1] : undefined;
+  let scenario: Scenario | undefined;
+  if (directive !== undefined) {
+    scenario = scenarioNamed(directive.toLowerCase());
+    if (!scenario) return invalid(`unknown scenario '${directive}'; known: ${[...SCENARIOS, ...Object.keys(ALIASES)].join(', ')}`);
+    if (!isOurModel(request.model)) return unknownModel(request.model);
+  } else {
+    scenario = scenarioOfModel(request.model);
+    if (!scenario) return unknownModel(request.model);
+  }
+
+  const fingerprint = sha256(canonical((raw as { messages: unknown }).messages));
+  const replyId = `chatcmpl-${sha256(canonical(raw)).slice(0, 24)}`;
+
+  switch (scenario) {
+    case 'rate_limited':
+    case 'server_error': {
+      const key = `${scenario}|${fingerprint}`;
+      const attempt = (attempts.get(key) ?? 0) + 1;
+      attempts.delete(key); // re-insert: the map's order is least recently used first
+      attempts.set(key, attempt);
+      if (attempts.size > MAX_TRACKED_CONVERSATIONS) attempts.delete(attempts.keys().next().value as string);
+      if (attempt <= FAILURES_BEFORE_SUCCESS) {
+        return scenario === 'rate_limited'
+          ? {
+              status: 429,
+              headers: { 'retry-after': '1' },
+              body: errorBody(`rate limit reached (attempt ${attempt} of this conversation); retry after 1 s`, 'rate_limit_error', 'rate_limit_exceeded'),
+            }
+          : { status: 500, body: errorBody(`scripted server error (attempt ${attempt} of this conversation)`, 'server_error', null) };
+      }
+      return completion(request, replyId, agentTurn(request, fingerprint));
+    }
+    case 'always_500':
+      return { status: 500, body: errorBody('scripted server error (always)', 'server_error', null) };
+    case 'bad_request':
+      return { status: 400, body: errorBody('scripted bad request: this request is refused', 'invalid_request_error', 'scripted_bad_request') };
+    case 'malformed_args':
+      if (toolResults(request) === 0) return completion(request, replyId, malformedTurn(request, fingerprint));
+      return completion(request, replyId, agentTurn(request, fingerprint));
+    case 'length':
+      return completion(request, replyId, lengthTurn(request));
+    case 'slow': {
+      const delay = lastUser ? /\[delay:(\d+)\]/i.exec(lastUser.text)?.[1] : undefined;
+      const delayMs = Math.min(delay === undefined ? DEFAULT_DELAY_MS : Number(delay), MAX_DELAY_MS);
+      return { ...completion(request, replyId, agentTurn(request, fingerprint)), delayMs };
+    }
+    case 'agent':
+      return completion(request, replyId, agentTurn(request, fingerprint));
+  }
+}
+
+function unknownModel(model: string): Reply {
+  return invalid(`the model '${model}' does not exist; this server answers to ${modelNames().join(', ')}`);
+}
+
+function scenarioNamed(name: string): Scenario | undefined {
+  return (SCENARIOS as readonly string[]).includes(name) ? (name as Scenario) : ALIASES[name];
+}
+
+function isOurModel(model: string): boolean {
+  return scenarioOfModel(model) !== undefined;
+}
+
+function scenarioOfModel(model: string): Scenario | undefined {
+  if (model === MODEL_PREFIX) return 'agent';
+  if (!model.startsWith(`${MODEL_PREFIX}-`)) return undefined;
+  return scenarioNamed(model.slice(MODEL_PREFIX.length + 1));
+}
+
+/** Validates the parts of the body the server uses; a string is the reason for a 400. */
+function readRequest(raw: unknown): Request | string {
+  if (!isObject(raw)) return 'the request body must be a JSON object';
+  if (typeof raw.model !== 'string' || raw.model === '') return "'model' must be a non-empty string";
+  if (raw.stream === true) return "'stream: true' is not supported by this server";
+  if (!Array.isArray(raw.messages) || raw.messages.length === 0) return "'messages' must be a non-empty array";
+  const messages: Message[] = [];
+  for (const [i, m] of (raw.messages as unknown[]).entries()) {
+    if (!isObject(m) || typeof m.role !== 'string' || !ROLES.has(m.role)) {
+      return `messages[${i}].role must be one of ${[...ROLES].join(', ')}`;
+    }
+    const text = contentText(m.content);
+    if (text === undefined) return `messages[${i}].content must be a string, null or an array of text parts`;
+    const message: Message = { role: m.role as Message['role'], text, tool_calls: [] };
+    if (m.role === 'tool') {
+      if (typeof m.tool_call_id !== 'string' || m.tool_call_id === '') return `messages[${i}].tool_call_id must be a non-empty string`;
+      message.tool_call_id = m.tool_call_id;
+    }
+    if (typeof m.name === 'string') message.name = m.name;
+    if (m.tool_calls !== undefined && m.tool_calls !== null) {
+      if (m.role !== 'assistant' || !Array.isArray(m.tool_calls)) return `messages[${i}].tool_calls must be an array on an assistant message`;
+      for (const [j, c] of (m.tool_calls as unknown[]).entries()) {
+        const fn = isObject(c) ? c.function : undefined;
+        if (!isObject(c) || typeof c.id !== 'string' || !isObject(fn) || typeof fn.name !== 'string' || typeof fn.arguments !== 'string') {
+          return `messages[${i}].tool_calls[${j}] must be { id, type: 'function', function: { name, arguments: string } }`;
+        }
+        message.tool_calls.push({ id: c.id, type: 'function', function: { name: fn.name, arguments: fn.arguments } });
+      }
+    }
+    messages.push(message);
+  }
+  const tools: OfferedTool[] = [];
+  if (raw.tools !== undefined && raw.tools !== null) {
+    if (!Array.isArray(raw.tools)) return "'tools' must be an array";
+    for (const [i, t] of (raw.tools as unknown[]).entries()) {
+      const fn = isObject(t) ? t.function : undefined;
+      if (!isObject(t) || t.type !== 'function' || !isObject(fn) || typeof fn.name !== 'string' || fn.name === '') {
+        return `tools[${i}] must be { type: 'function', function: { name, parameters? } }`;
+      }
+      tools.push({ name: fn.name, ...(isObject(fn.parameters) ? { parameters: fn.parameters } : {}) });
+    }
+  }
+  const request: Request = { model: raw.model, messages, tools };
+  if (raw.max_tokens !== undefined && raw.max_tokens !== null) {
+    if (typeof raw.max_tokens !== 'number' || !Number.isInteger(raw.max_tokens) || raw.max_tokens < 1) {
+      return "'max_tokens' must be a positive integer";
+    }
+    request.max_tokens = raw.max_tokens;
+  }
+  return request;
+}
+
+function contentText(content: unknown): string | undefined {
+  if (content === undefined || content === null) return '';
+  if (typeof content === 'string') return content;
+  if (!Array.isArray(content)) return undefined;
+  const parts: string[] = [];
+  for (const part of content as unknown[]) {
+    if (!isObject(part)) return undefined;
+    if (typeof part.text === 'string') parts.push(part.text);
+  }
+  return parts.join('\n');
+}
+
+// ---------------------------------------------------------------------------------------------
+// The scripted model
+// ---------------------------------------------------------------------------------------------
+
+interface Turn {
+  content: string | null;
+  tool_calls: WireToolCall[];
+  finish_reason: 'stop' | 'tool_calls' | 'length';
+}
+
+function toolResults(request: Request): number {
+  return request.messages.filter((m) => m.role === 'tool').length;
+}
+
+/** The words of the last user message, directives removed (at most 12), or a stand-in when there are none. */
+function goalWords(request: Request): string {
+  const lastUser = [...request.messages].reverse().find((m) => m.role === 'user');
+  const text = (lastUser?.text ?? '').replace(/\[[a-z_]+:[^\]]*\]/gi, ' ');
+  const words = text.match(/[\p{L}\p{N}][\p{L}\p{N}'_-]*/gu) ?? [];
+  return words.length ? words.slice(0, 12).join(' ') : 'the task';
+}
+
+/** The tools the scripted agent calls, in order: `search`, then `embed`, else the first tool offered. */
+function plannedTools(request: Request): OfferedTool[] {
+  const preferred = ['search', 'embed']
+    .map((name) => request.tools.find((t) => t.name === name))
+    .filter((t): t is OfferedTool => t !== undefined);
+  return preferred.length ? preferred : request.tools.slice(0, 1);
+}
+
+function argumentsFor(tool: OfferedTool, words: string): Record<string, Json> {
+  if (tool.name === 'search') return { query: words };
+  if (tool.name === 'embed') return { text: words };
+  // Any other tool: fill its first required (else first) parameter from the schema.
+  const properties = isObject(tool.parameters?.properties) ? tool.parameters.properties : {};
+  const required = Array.isArray(tool.parameters?.required) ? (tool.parameters.required as unknown[]) : [];
+  const name = [...required, ...Object.keys(properties)].find((p): p is string => typeof p === 'string');
+  if (name === undefined) return {};
+  const schema = properties[name];
+  const type = isObject(schema) ? schema.type : undefined;
+  return { [name]: type === 'integer' || type === 'number' ? 1 : type === 'boolean' ? true : words };
+}
+
+function agentTurn(request: Request, fingerprint: string): Turn {
+  const done = toolResults(request);
+  const planned = plannedTools(request);
+  if (done >= AGENT_TOOL_RESULTS || planned.length === 0) return { content: finalAnswer(request), tool_calls: [], finish_reason: 'stop' };
+  const words = goalWords(request);
+  const count = Math.min(AGENT_TOOL_RESULTS - done, planned.length);
+  const tool_calls = Array.from({ length: count }, (_, i): WireToolCall => {
+    const tool = planned[(done + i) % planned.length];
+    return { id: callId(fingerprint, i), type: 'function', function: { name: tool.name, arguments: JSON.stringify(argumentsFor(tool, words)) } };
+  });
+  return { content: null, tool_calls, finish_reason: 'tool_calls' };
+}
+
+function finalAnswer(request: Request): string {
+  const names = new Map<string, string>();
+  for (const m of request.messages) for (const c of m.tool_calls) names.set(c.id, c.function.name);
+  const quotes = request.messages
+    .filter((m) => m.role === 'tool')
+    .map((m) => `${names.get(m.tool_call_id ?? '') ?? m.name ?? 'tool'}: "${[...m.text].slice(0, QUOTE_CHARS).join('')}"`);
+  const goal = goalWords(request);
+  return quotes.length
+    ? `Done with "${goal}". Findings: ${quotes.join('; ')}.`
+    : `Done with "${goal}". No tools were used.`;
+}
+
+function malformedTurn(request: Request, fingerprint: string): Turn {
+  const name = plannedTools(request)[0]?.name ?? 'search';
+  const broken = `{"query": ${JSON.stringify(goalWords(request))}`; // the closing brace is missing on purpose
+  return { content: null, tool_calls: [{ id: callId(fingerprint, 0), type: 'function', function: { name, arguments: broken } }], finish_reason: 'tool_calls' };
+}
+
+function lengthTurn(request: Request): Turn {
+  const full = `The answer to "${goalWords(request)}" is longer than this reply may be, so it stops here and the caller decides what to do next.`;
+  return { content: full.split(/\s+/).slice(0, request.max_tokens ?? 8).join(' '), tool_calls: [], finish_reason: 'length' };
+}
+
+function callId(fingerprint: string, index: number): string {
+  return `call_${fingerprint.slice(0, 16)}_${index}`;
+}
+
+function completion(request: Request, id: string, turn: Turn): Reply {
+  const message: Record<string, Json> = { role: 'assistant', content: turn.content };
+  if (turn.tool_calls.length) message.tool_calls = turn.tool_calls as unknown as Json[];
+  const prompt = request.messages.reduce((n, m) => n + words(m.text) + m.tool_calls.reduce((k, c) => k + callWords(c), 0), 0);
+  const completionTokens = words(turn.content ?? '') + turn.tool_calls.reduce((k, c) => k + callWords(c), 0);
+  return {
+    status: 200,
+    body: {
+      id,
+      object: 'chat.completion',
+      created: 0,
+      model: request.model,
+      choices: [{ index: 0, message, finish_reason: turn.finish_reason, logprobs: null }],
+      usage: { prompt_tokens: prompt, completion_tokens: completionTokens, total_tokens: prompt + completionTokens },
+    },
+  };
+}
+
+function words(text: string): number {
+  return text.split(/\s+/).filter(Boolean).length;
+}
+
+function callWords(call: WireToolCall): number {
+  return words(call.function.name) + words(call.function.arguments);
+}
+
+// ---------------------------------------------------------------------------------------------
+
+/** JSON with object keys sorted, so a fingerprint does not depend on key order. */
+function canonical(value: unknown): string {
+  if (Array.isArray(value)) return `[${value.map(canonical).join(',')}]`;
+  if (isObject(value)) {
+    return `{${Object.keys(value)
+      .sort()
+      .filter((k) => value[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonical(value[k])}`)
+      .join(',')}}`;
+  }
+  return JSON.stringify(value) ?? 'null';
+}
+
+function sha256(text: string): string {
+  return createHash('sha256').update(text).digest('hex');
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
