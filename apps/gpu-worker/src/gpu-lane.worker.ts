@@ -25,6 +25,7 @@ export class GpuLaneWorker extends LaneWorkers {
           effects: new EffectLedger(this.db.dataSource),
           tools: GPU_TOOLS,
           gpuLeases: new GpuLeases(this.db.dataSource),
+          pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
         }),
       },
     ];

@@ -43,6 +43,7 @@ export class TemporalWorkers extends LaneWorkers {
             timeoutMs: this.config.MODEL_TIMEOUT_MS,
           }),
           compensations: new GpuLeases(this.db.dataSource),
+          pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
         }),
       },
     ];

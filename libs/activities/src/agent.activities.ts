@@ -19,6 +19,8 @@ export interface AgentActivityDeps {
   chat?: ChatClient;
   /** Where compensations are served: the leases they release. */
   compensations?: GpuLeases;
+  /** Simulated accelerator time per tool call (see TOOL_PACE_TICKS); none when absent. */
+  pace?: { ticks: number; tickMs: number };
 }
 
 /** Who holds a lease: this process on this host. */
@@ -28,6 +30,22 @@ function stepOf(key: string): number {
   const parts = key.split(':');
   const step = Number(parts[parts.length - 2]);
   return Number.isInteger(step) ? step : 0;
+}
+
+/**
+ * Heartbeats through the paced ticks, starting after the last tick a previous attempt reported,
+ * and returns that tick (0 when starting fresh).
+ */
+async function pace(settings: AgentActivityDeps['pace']): Promise<number> {
+  const ctx = Context.current();
+  const details = ctx.info.heartbeatDetails as { tick?: unknown } | undefined;
+  const from = typeof details?.tick === 'number' ? details.tick : 0;
+  if (!settings || settings.tickMs <= 0) return from;
+  for (let tick = from; tick < settings.ticks; tick++) {
+    ctx.heartbeat({ tick: tick + 1, of: settings.ticks });
+    await ctx.sleep(settings.tickMs);
+  }
+  return from;
 }
 
 function notServed(what: string): never {
@@ -63,12 +81,13 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
         const info = Context.current().info;
         await deps.gpuLeases?.acquire(call.key, call.org, call.run_id, WORKER);
         try {
+          const resumedFrom = await pace(deps.pace);
           const output = await tool.run(call.args, {
             workspace: new Workspace(deps.workspaceRoot, call.org, call.run_id),
             step: stepOf(call.key),
             heartbeat: (progress) => Context.current().heartbeat(progress),
           });
-          return { key: call.key, tool: call.tool, output, attempt, lane: info.taskQueue, duplicate: false };
+          return { key: call.key, tool: call.tool, output, attempt, lane: info.taskQueue, duplicate: false, ...(resumedFrom ? { resumed_from_tick: resumedFrom } : {}) };
         } catch (err) {
           if (err instanceof BadArguments) throw ApplicationFailure.nonRetryable(err.message, 'BadArguments');
           throw err;

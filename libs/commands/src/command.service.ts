@@ -19,6 +19,7 @@ import {
   pauseSignal,
   resumeSignal,
   type AgentRunInput,
+  type ToolTimeouts,
 } from '@agentrun/workflows';
 import { lanesFor } from './lanes';
 
@@ -32,6 +33,7 @@ export interface AgentDefaults {
   steps_per_execution: number;
   history_budget: { events: number; bytes: number };
   research_every: number;
+  timeouts: ToolTimeouts;
 }
 
 export interface CommandServiceDeps {

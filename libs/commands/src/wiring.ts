@@ -31,10 +31,15 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
 }
 
 /** The run defaults from a service's configuration. */
-export function agentDefaultsOf(config: Pick<PlatformConfig, 'AGENTRUN_STEPS_PER_EXECUTION' | 'AGENTRUN_HISTORY_MAX_EVENTS' | 'AGENTRUN_HISTORY_MAX_BYTES' | 'AGENTRUN_RESEARCH_EVERY'>): AgentDefaults {
+export function agentDefaultsOf(config: Pick<PlatformConfig, 'AGENTRUN_STEPS_PER_EXECUTION' | 'AGENTRUN_HISTORY_MAX_EVENTS' | 'AGENTRUN_HISTORY_MAX_BYTES' | 'AGENTRUN_RESEARCH_EVERY' | 'AGENTRUN_TOOL_START_TO_CLOSE_S' | 'AGENTRUN_TOOL_HEARTBEAT_S' | 'AGENTRUN_GPU_SCHEDULE_TO_START_S'>): AgentDefaults {
   return {
     steps_per_execution: config.AGENTRUN_STEPS_PER_EXECUTION,
     history_budget: { events: config.AGENTRUN_HISTORY_MAX_EVENTS, bytes: config.AGENTRUN_HISTORY_MAX_BYTES },
     research_every: config.AGENTRUN_RESEARCH_EVERY,
+    timeouts: {
+      tool_start_to_close_s: config.AGENTRUN_TOOL_START_TO_CLOSE_S,
+      tool_heartbeat_s: config.AGENTRUN_TOOL_HEARTBEAT_S,
+      gpu_schedule_to_start_s: config.AGENTRUN_GPU_SCHEDULE_TO_START_S,
+    },
   };
 }

@@ -23,6 +23,16 @@ export const platformSpec = {
   AGENTRUN_HISTORY_MAX_EVENTS: int(2_000, 100, 50_000),
   AGENTRUN_HISTORY_MAX_BYTES: int(5 * 1024 * 1024, 64 * 1024, 50 * 1024 * 1024),
   AGENTRUN_RESEARCH_EVERY: int(4, 1, 1_000),
+  AGENTRUN_TOOL_START_TO_CLOSE_S: int(60, 1, 86_400),
+  AGENTRUN_TOOL_HEARTBEAT_S: int(10, 1, 3_600),
+  AGENTRUN_GPU_SCHEDULE_TO_START_S: int(120, 1, 86_400),
+  /**
+   * Simulated accelerator time per tool call: the tool heartbeats this many ticks of TOOL_PACE_MS
+   * before it works, and a retry resumes from the last tick. 0 in production; demos and fault
+   * tests use it to have a tool in flight long enough to kill.
+   */
+  TOOL_PACE_TICKS: int(4, 0, 1_000),
+  TOOL_PACE_MS: int(0, 0, 60_000),
   LOG_JSON: bool(false),
 };
 

@@ -7,6 +7,15 @@ export interface Lanes {
   gpuTools: string;
 }
 
+/** Tool activity bounds, in seconds. */
+export interface ToolTimeouts {
+  tool_start_to_close_s: number;
+  /** A worker that stops heartbeating this long is presumed dead; the retry resumes from its last tick. */
+  tool_heartbeat_s: number;
+  /** How long GPU work may wait for a worker before the run fails with `lane_stalled`. */
+  gpu_schedule_to_start_s: number;
+}
+
 /** What continue-as-new carries: the state `plan()` needs, never the history. */
 export interface AgentCarry {
   step: number;
@@ -37,6 +46,7 @@ export interface AgentRunInput {
   history_budget?: { events: number; bytes: number };
   /** A `ResearchAgent` child every this many four-step cycles (default 4). */
   research_every?: number;
+  timeouts?: ToolTimeouts;
   carry?: AgentCarry;
 }
 
@@ -80,6 +90,8 @@ export interface ToolResult {
   lane: string;
   /** True when served from the ledger: the effect had already happened. */
   duplicate: boolean;
+  /** The heartbeat tick this attempt resumed from, when an earlier attempt got that far. */
+  resumed_from_tick?: number;
 }
 
 /** A chat message in the OpenAI function-calling shape. */

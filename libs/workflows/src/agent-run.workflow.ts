@@ -22,6 +22,7 @@ import type {
   AgentRunResult,
   PublishActivities,
   ToolCall,
+  ToolTimeouts,
   ToolResult,
 } from './agent-run.types';
 import { ResearchAgent } from './research-agent.workflow';
@@ -71,6 +72,8 @@ export const DEFAULT_RESEARCH_EVERY = 4;
 /** Temporal's hard limits are 50k events / 50 MB; an execution hands over long before. */
 export const DEFAULT_HISTORY_BUDGET = { events: 2_000, bytes: 5 * 1024 * 1024 };
 const MAX_CHILDREN_SHOWN = 50;
+/** The reference's course values were 30 min / 30 s / 5 min; these suit tools that take seconds. */
+export const DEFAULT_TIMEOUTS: ToolTimeouts = { tool_start_to_close_s: 60, tool_heartbeat_s: 10, gpu_schedule_to_start_s: 120 };
 
 const PRIORITY_FOR_TIER = { enterprise: 1, team: 3, batch: 5 } as const;
 /** Events go out in batches of at most this many per publish activity. */
@@ -101,18 +104,20 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const compensations: string[] = [];
   const researchEvery = input.research_every ?? DEFAULT_RESEARCH_EVERY;
   const budget = input.history_budget ?? DEFAULT_HISTORY_BUDGET;
+  const timeouts = input.timeouts ?? DEFAULT_TIMEOUTS;
 
   const cpu = proxyActivities<AgentActivities>({
     taskQueue: input.lanes.cpuTools,
-    startToCloseTimeout: '60s',
-    heartbeatTimeout: '10s',
+    startToCloseTimeout: `${timeouts.tool_start_to_close_s}s`,
+    heartbeatTimeout: `${timeouts.tool_heartbeat_s}s`,
     retry: TOOL_RETRY,
   });
   const gpu = proxyActivities<AgentActivities>({
     taskQueue: input.lanes.gpuTools,
-    scheduleToStartTimeout: '120s',
-    startToCloseTimeout: '60s',
-    heartbeatTimeout: '10s',
+    // A lane nobody serves fails the run clearly instead of waiting forever.
+    scheduleToStartTimeout: `${timeouts.gpu_schedule_to_start_s}s`,
+    startToCloseTimeout: `${timeouts.tool_start_to_close_s}s`,
+    heartbeatTimeout: `${timeouts.tool_heartbeat_s}s`,
     retry: TOOL_RETRY,
     priority: { priorityKey: PRIORITY_FOR_TIER[input.tier], fairnessKey: input.org, fairnessWeight: 1 },
   });
@@ -369,10 +374,17 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         };
         return await continueAsNew<typeof AgentRun>({ ...input, goal, carry: nextCarry });
       }
-      let done: { output: string; attempt: number; duplicate: boolean; tool?: string; lane?: string };
+      let done: { output: string; attempt: number; duplicate: boolean; tool?: string; lane?: string; resumed_from_tick?: number };
       if (next.kind === 'tool') {
         const result = await runTool(next);
-        done = { output: result.output, attempt: result.attempt, duplicate: result.duplicate, tool: result.tool, lane: result.lane };
+        done = {
+          output: result.output,
+          attempt: result.attempt,
+          duplicate: result.duplicate,
+          tool: result.tool,
+          lane: result.lane,
+          ...(result.resumed_from_tick ? { resumed_from_tick: result.resumed_from_tick } : {}),
+        };
       } else if (next.kind === 'llm') {
         done = await think(next.prompt);
       } else {
@@ -387,6 +399,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         step: step - 1,
         kind: next.kind,
         ...(done.tool ? { tool: done.tool, lane: done.lane } : {}),
+        ...(done.resumed_from_tick ? { resumed_from_tick: done.resumed_from_tick } : {}),
         attempt: done.attempt,
         duplicate: done.duplicate,
         output: done.output.slice(0, 2_000),

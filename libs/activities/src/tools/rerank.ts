@@ -121,12 +121,20 @@ export const rerankTool: Tool = {
     let read = 0;
     for (const [i, name] of files.entries()) {
       ctx.heartbeat({ done: i, of: files.length });
-      const file = await workspaceFile(ctx.workspace, name);
-      if (file.size > RERANK_MAX_FILE_BYTES) continue;
-      const bytes = await readBytes(file, RERANK_MAX_FILE_BYTES);
+      let bytes: Buffer;
+      let rel: string;
+      try {
+        const file = await workspaceFile(ctx.workspace, name);
+        if (file.size > RERANK_MAX_FILE_BYTES) continue;
+        bytes = await readBytes(file, RERANK_MAX_FILE_BYTES);
+        rel = file.rel;
+      } catch (err) {
+        if (err instanceof BadArguments || (err as NodeJS.ErrnoException).code === 'ENOENT') continue; // gone since the listing
+        throw err;
+      }
       if (looksBinary(bytes)) continue;
       read++;
-      for (const p of splitPassages(bytes.toString('utf8'))) passages.push({ file: file.rel, ...p });
+      for (const p of splitPassages(bytes.toString('utf8'))) passages.push({ file: rel, ...p });
     }
     const ranked = bm25(query, passages.map((p) => p.text));
     ctx.heartbeat({ done: files.length, of: files.length });

@@ -1,0 +1,152 @@
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { Worker } from '@temporalio/worker';
+import { TOPICS, type RunEvent } from '@agentrun/contracts';
+import { changeGoalUpdate } from '@agentrun/workflows';
+import { oneToN, scriptedRunShape, seqsOnTopic } from '../support/invariants';
+import { Platform, uniqueId, type TopicRecord } from '../support/platform';
+import { REPO_ROOT, stackUrls } from '../support/stack-env';
+import { waitFor } from '../support/wait';
+
+/**
+ * The agent loop's guarantees against the real servers. Tools are paced (4 ticks of 250 ms, each a
+ * heartbeat) so a GPU step is in flight long enough to kill its worker.
+ */
+describe('AgentRun on the real servers', () => {
+  const platform = new Platform({
+    TOOL_PACE_TICKS: '4',
+    TOOL_PACE_MS: '250',
+    AGENTRUN_TOOL_HEARTBEAT_S: '2',
+    AGENTRUN_GPU_SCHEDULE_TO_START_S: '4',
+  });
+  let events: TopicRecord<RunEvent>[];
+  let connection: Connection;
+  let client: Client;
+  const org = 'acme';
+
+  beforeAll(async () => {
+    await platform.start();
+    events = await platform.follow<RunEvent>(TOPICS.runEvents);
+    connection = await Connection.connect({ address: stackUrls().temporalAddress });
+    client = new Client({ connection, namespace: stackUrls().namespace });
+  });
+  afterAll(async () => {
+    await connection?.close();
+    await platform.stop();
+  });
+
+  const start = (runId: string, maxSteps: number) =>
+    platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org, run_id: runId, payload: { goal: `goal of ${runId}`, max_steps: maxSteps } });
+  const leasesOf = async (runId: string) =>
+    (await platform.query<{ idempotency_key: string }>('SELECT idempotency_key FROM gpu_leases WHERE org = $1 AND run_id = $2', [org, runId])).map((r) => r.idempotency_key);
+  const runEvents = async (runId: string) =>
+    (await platform.query<{ event: RunEvent }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [org, runId])).map((r) => r.event);
+  const effectsOf = async (prefix: string) =>
+    Number((await platform.query<{ n: string }>('SELECT count(*) AS n FROM effect_ledger WHERE starts_with(idempotency_key, $1)', [prefix]))[0].n);
+
+  it('a stalled GPU attempt times out on its heartbeat and the retry resumes from the last tick, with one effect', async () => {
+    const runId = uniqueId('stall');
+    await start(runId, 3);
+    const [held] = await waitFor('a GPU step in flight', async () => (await leasesOf(runId)).length > 0 && leasesOf(runId), 60_000, 20);
+    expect(await platform.stopApp('gpu-worker', 'SIGKILL')).toBe(-1);
+    await platform.startApp('gpu-worker');
+    await platform.waitForStatus(org, runId, 'done');
+    const gpuStep = (await runEvents(runId)).find((e) => e.type === 'step_completed' && e.payload.tool === 'embed');
+    expect(gpuStep?.payload).toMatchObject({ tool: 'embed', attempt: 2, duplicate: false });
+    expect(Number(gpuStep?.payload.resumed_from_tick)).toBeGreaterThanOrEqual(1);
+    expect(await effectsOf(held)).toBe(1);
+    expect(await leasesOf(runId)).toEqual([]);
+  });
+
+  it('Temporal cancel while the GPU worker is dead still gives the GPU back, through the compensation', async () => {
+    const runId = uniqueId('saga');
+    await start(runId, 40);
+    const [held] = await waitFor('a GPU step in flight', async () => (await leasesOf(runId)).length > 0 && leasesOf(runId), 60_000, 20);
+    await platform.stopApp('gpu-worker', 'SIGKILL');
+    try {
+      await client.workflow.getHandle(`${org}/${runId}`).cancel();
+      await platform.waitForStatus(org, runId, 'cancelled');
+      expect(await leasesOf(runId)).toEqual([]);
+      const compensated = (await runEvents(runId)).filter((e) => e.type === 'compensated');
+      expect(compensated.map((e) => e.payload.name)).toEqual([`release_gpu:${held}`]);
+    } finally {
+      await platform.startApp('gpu-worker');
+    }
+  });
+
+  it('a lane nobody serves fails the run as lane_stalled, with a message that names the lane', async () => {
+    const runId = uniqueId('stalled-lane');
+    await platform.stopApp('gpu-worker', 'SIGTERM');
+    try {
+      await start(runId, 6);
+      await platform.waitForStatus(org, runId, 'failed', 60_000);
+      const run = await platform.http('GET', `/runs/${runId}`, { org });
+      expect(run.body.state).toMatchObject({ status: 'failed', reason: 'lane_stalled' });
+      expect(run.body.state.message).toMatch(/gpu-tools/);
+    } finally {
+      await platform.startApp('gpu-worker');
+    }
+  });
+
+  it('kill -9 of the orchestrator mid-run hands the run over, and every effect ran once', async () => {
+    const runId = uniqueId('kill9');
+    const steps = 24;
+    await start(runId, steps);
+    await waitFor('the run to be a few steps in', async () => {
+      const rows = await platform.query<{ step: number }>(`SELECT (state->>'step')::int AS step FROM runs WHERE org = $1 AND run_id = $2`, [org, runId]);
+      return (rows[0]?.step ?? 0) >= 5;
+    }, 60_000);
+    expect(await platform.stopApp('orchestrator', 'SIGKILL')).toBe(-1);
+    await platform.startApp('orchestrator');
+    await platform.waitForStatus(org, runId, 'done', 180_000);
+    const shape = scriptedRunShape(steps);
+    await waitFor('every event on the topic', () => seqsOnTopic(events, org, runId).length === shape.events, 60_000);
+    expect(seqsOnTopic(events, org, runId)).toEqual(oneToN(shape.events));
+    expect(await effectsOf(`${org}/${runId}:`)).toBe(shape.effects);
+    expect(await effectsOf(`${org}/${runId}/research/`)).toBe(shape.research);
+
+    // The same histories replay through the current workflow code: a change that would break
+    // running executions fails here (and the saved copies in tests/fixtures fail the unit tier).
+    const histories = [
+      { workflowId: `${org}/${runId}`, history: await client.workflow.getHandle(`${org}/${runId}`).fetchHistory() },
+      { workflowId: `${org}/${runId}/research/3`, history: await client.workflow.getHandle(`${org}/${runId}/research/3`).fetchHistory() },
+    ];
+    const bundlePath = join(REPO_ROOT, 'libs/workflows/dist/workflow-bundle.js');
+    for await (const result of Worker.runReplayHistories({ workflowBundle: { codePath: bundlePath } }, histories)) {
+      expect({ id: result.workflowId, error: result.error?.message }).toEqual({ id: result.workflowId, error: undefined });
+    }
+    if (process.env.UPDATE_HISTORY_FIXTURES === '1') {
+      const dir = join(REPO_ROOT, 'tests/fixtures/histories');
+      mkdirSync(dir, { recursive: true });
+      writeFileSync(join(dir, 'agent-run.history.pb'), temporal.api.history.v1.History.encode(histories[0].history).finish());
+      writeFileSync(join(dir, 'research-agent.history.pb'), temporal.api.history.v1.History.encode(histories[1].history).finish());
+      // Replay needs the original workflow ids: children's ids derive from their parent's.
+      writeFileSync(
+        join(dir, 'workflow-ids.json'),
+        JSON.stringify({ 'agent-run.history.pb': histories[0].workflowId, 'research-agent.history.pb': histories[1].workflowId }, null, 2) + '\n',
+      );
+    }
+  });
+
+  it('an Update the validator rejects never reaches history; an accepted one does, once', async () => {
+    const runId = uniqueId('update');
+    await start(runId, 400);
+    await platform.waitForStatus(org, runId, 'running');
+    const handle = client.workflow.getHandle(`${org}/${runId}`);
+    const rejected = (goal: string, id: string) => handle.executeUpdate(changeGoalUpdate, { args: [{ command_id: id, goal }], updateId: id });
+    await expect(rejected('', 'u-1')).rejects.toBeInstanceOf(WorkflowUpdateFailedError);
+    await expect(rejected('', 'u-1b')).rejects.toMatchObject({ cause: { message: 'goal must not be empty' } });
+    await expect(rejected('x'.repeat(501), 'u-2')).rejects.toMatchObject({ cause: { message: 'goal must be at most 500 characters' } });
+    expect(await handle.executeUpdate(changeGoalUpdate, { args: [{ command_id: 'u-3', goal: 'a better goal' }], updateId: 'u-3' })).toMatch(/a better goal/);
+    // A second Update with the same command id is answered, not applied again.
+    expect(await handle.executeUpdate(changeGoalUpdate, { args: [{ command_id: 'u-3', goal: 'a better goal' }], updateId: 'u-3b' })).toMatch(/^ignored/);
+    await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.cancel', org, run_id: runId, payload: {} });
+    await platform.waitForStatus(org, runId, 'cancelled');
+    const history = await handle.fetchHistory();
+    const accepted = (history.events ?? []).filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes).map((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.protocolInstanceId);
+    expect(accepted).toEqual(['u-3', 'u-3b']);
+    expect((await runEvents(runId)).filter((e) => e.type === 'goal_changed')).toHaveLength(1);
+  });
+});

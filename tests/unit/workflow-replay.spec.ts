@@ -1,0 +1,30 @@
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { temporal } from '@temporalio/proto';
+import { Worker } from '@temporalio/worker';
+import { REPO_ROOT } from '../support/stack-env';
+
+/**
+ * Saved histories (protobuf, as the server sends them) of real executions (an AgentRun that crossed a kill -9 of its worker, and one of
+ * its ResearchAgent children) replay through the current workflow code. A change that would break
+ * executions already running fails here. Refresh them, after a deliberate versioned change, with
+ * `UPDATE_HISTORY_FIXTURES=1 npx jest --selectProjects e2e -t "kill -9 of the orchestrator"`.
+ */
+describe('workflow code replays the saved histories', () => {
+  const dir = join(REPO_ROOT, 'tests/fixtures/histories');
+  const files = readdirSync(dir).filter((f) => f.endsWith('.history.pb'));
+  const workflowIds = JSON.parse(readFileSync(join(dir, 'workflow-ids.json'), 'utf8')) as Record<string, string>;
+
+  it('has histories to replay', () => {
+    expect(files).toEqual(expect.arrayContaining(['agent-run.history.pb', 'research-agent.history.pb']));
+  });
+
+  it.each(files)('%s replays without nondeterminism', async (file) => {
+    const history = temporal.api.history.v1.History.decode(readFileSync(join(dir, file)));
+    await Worker.runReplayHistory(
+      { workflowBundle: { codePath: join(REPO_ROOT, 'libs/workflows/dist/workflow-bundle.js') }, replayName: file },
+      history,
+      workflowIds[file],
+    );
+  });
+});
