@@ -150,3 +150,69 @@ describe('AgentRun on the real servers', () => {
     expect((await runEvents(runId)).filter((e) => e.type === 'goal_changed')).toHaveLength(1);
   });
 });
+
+describe('the llm policy against the local model server', () => {
+  const platform = new Platform({ AGENTRUN_TOOL_HEARTBEAT_S: '5' });
+  const org = 'acme';
+  beforeAll(() => platform.start());
+  afterAll(() => platform.stop());
+
+  const runWith = async (scenario: string, maxSteps = 12) => {
+    const runId = uniqueId(`llm-${scenario.replace(/_/g, '-')}`);
+    await platform.publishCommand({
+      command_id: uniqueId('c'),
+      type: 'agent.start',
+      org,
+      run_id: runId,
+      payload: { goal: `[scenario:${scenario}] find the parser notes`, max_steps: maxSteps, policy: 'llm' },
+    });
+    return runId;
+  };
+  const stepsOf = async (runId: string) =>
+    (await platform.query<{ event: RunEvent }>(`SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND type = 'step_completed' ORDER BY seq`, [org, runId])).map(
+      (r) => r.event.payload as { kind: string; tool?: string; attempt: number; output: string },
+    );
+
+  it('the model calls tools on their lanes, reads their results and answers', async () => {
+    const runId = await runWith('agent');
+    await platform.waitForStatus(org, runId, 'done');
+    const steps = await stepsOf(runId);
+    expect(steps.map((s) => s.tool ?? s.kind)).toEqual(['llm', 'search', 'embed', 'llm']);
+    const run = await platform.http('GET', `/runs/${runId}`, { org });
+    expect(run.body.last_events.at(-1).payload.answer).toBeTruthy();
+  });
+
+  it.each(['rate_limited', 'server_error'])('%s replies are retried by policy and the run still answers', async (scenario) => {
+    const runId = await runWith(scenario);
+    await platform.waitForStatus(org, runId, 'done');
+    const steps = await stepsOf(runId);
+    expect(steps[0]).toMatchObject({ kind: 'llm', attempt: 3 });
+    expect(steps.at(-1)?.kind).toBe('llm');
+  });
+
+  it('malformed tool arguments go back to the model as an error, and it recovers', async () => {
+    const runId = await runWith('malformed_args');
+    await platform.waitForStatus(org, runId, 'done');
+    const steps = await stepsOf(runId);
+    // The broken call ran nothing; the model was asked again, then used its tools and answered.
+    expect(steps.slice(0, 2).map((s) => s.kind)).toEqual(['llm', 'llm']);
+    expect(steps.filter((s) => s.kind === 'tool').length).toBeGreaterThan(0);
+    expect(steps.at(-1)?.kind).toBe('llm');
+  });
+
+  it('a reply cut short by the token limit is not taken as the answer: the model is asked to continue', async () => {
+    const runId = await runWith('length', 3);
+    await platform.waitForStatus(org, runId, 'done');
+    const steps = await stepsOf(runId);
+    expect(steps.slice(0, 2).map((s) => s.kind)).toEqual(['llm', 'llm']);
+    const run = await platform.http('GET', `/runs/${runId}`, { org });
+    expect(run.body.last_events.at(-1).payload.answer).toBeUndefined();
+  });
+
+  it('a model that refuses the request fails the run at once, without retries', async () => {
+    const runId = await runWith('bad_request');
+    await platform.waitForStatus(org, runId, 'failed');
+    const run = await platform.http('GET', `/runs/${runId}`, { org });
+    expect(run.body.state.message).toMatch(/refused/);
+  });
+});

@@ -1,4 +1,5 @@
 import type { AgentPolicy, AgentRunState, AgentStatus, RunEvent, Tier } from '@agentrun/contracts';
+import type { Conversation } from './conversation';
 
 /** Task queues are passed in, not read from configuration: workflow code has no environment. */
 export interface Lanes {
@@ -28,6 +29,8 @@ export interface AgentCarry {
   status: AgentStatus;
   /** The newest sub-agents, for the status Query (bounded). */
   children: string[];
+  /** The `llm` policy's conversation (bounded). */
+  conversation?: Conversation;
 }
 
 export interface AgentRunInput {
@@ -70,6 +73,7 @@ export type AgentRunStatusView = AgentRunState & {
   last_seq: number;
   children: string[];
   compensations: string[];
+  conversation?: Conversation;
 };
 
 export interface ToolCall {

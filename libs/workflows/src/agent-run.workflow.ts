@@ -25,17 +25,16 @@ import type {
   ToolTimeouts,
   ToolResult,
 } from './agent-run.types';
+import { applyReply, applyToolResult, cancelPending, LLM_TOOL_LANES, startConversation, trimConversation, type Conversation } from './conversation';
 import { ResearchAgent } from './research-agent.workflow';
 import { FOREVER, MODEL_RETRY, TOOL_RETRY } from './retry-policies';
 import { cancelRunSignal, changeGoalUpdate, injectContextSignal, pauseSignal, resumeSignal, statusQuery } from './definitions';
 import { digest } from './digest';
 import { AGENT_STATUS_KEY, CURRENT_STEP_KEY } from './search-attributes';
 
-export type ToolName = 'search' | 'embed';
-
 export type Step =
   | { kind: 'llm'; prompt: string }
-  | { kind: 'tool'; tool: ToolName; lane: 'cpu' | 'gpu'; args: Record<string, string | number> }
+  | { kind: 'tool'; tool: string; lane: 'cpu' | 'gpu'; args: Record<string, string | number>; call_id?: string }
   | { kind: 'research'; question: string }
   | { kind: 'finish' };
 
@@ -66,6 +65,18 @@ export function plan(state: PlanState): Step {
         ? { kind: 'research', question: `what is still missing for: ${state.goal}` }
         : { kind: 'llm', prompt: `step ${state.step}: reflect on: ${state.context.slice(-200)}` };
   }
+}
+
+/**
+ * Under the `llm` policy the model decides: run the tool calls it asked for, one per step, then ask
+ * it again with their results; finish when it answers. Still a pure function of state.
+ */
+export function planLlm(state: { step: number; max_steps: number; conversation: Conversation }): Step {
+  if (state.step >= state.max_steps) return { kind: 'finish' };
+  const [call] = state.conversation.pending;
+  if (call) return { kind: 'tool', tool: call.name, lane: LLM_TOOL_LANES[call.name], args: call.args, call_id: call.id };
+  if (state.conversation.answer !== undefined) return { kind: 'finish' };
+  return { kind: 'llm', prompt: '' };
 }
 
 export const DEFAULT_RESEARCH_EVERY = 4;
@@ -100,6 +111,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   let cancelRequested = false;
   let failure: { reason: string; message: string } | undefined;
   const children = [...(carry.children ?? [])];
+  let conversation: Conversation = carry.conversation ?? startConversation(goal);
   /** Saga steps to undo, in order taken, if the run is cancelled while holding them. */
   const compensations: string[] = [];
   const researchEvery = input.research_every ?? DEFAULT_RESEARCH_EVERY;
@@ -245,6 +257,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     attempts,
     duplicates_suppressed: duplicatesSuppressed,
     processed_command_ids: [...processed].sort(),
+    ...(input.policy === 'llm' ? { conversation } : {}),
     execution_id: workflowInfo().runId,
     history_length: workflowInfo().historyLength,
     history_size: workflowInfo().historySize,
@@ -302,6 +315,21 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     return { output: reply.content, attempt: reply.attempt, duplicate: reply.duplicate };
   };
 
+  /** One model turn of the `llm` policy: the whole conversation, every tool on offer. */
+  const converse = async (): Promise<{ output: string; attempt: number; duplicate: boolean }> => {
+    const last = conversation.messages[conversation.messages.length - 1];
+    const reply = await model.callModel({
+      key: `${info.workflowId}:${step}:${digest(JSON.stringify(last))}`,
+      org: input.org,
+      run_id: input.run_id,
+      messages: conversation.messages,
+      tools: Object.keys(LLM_TOOL_LANES),
+    });
+    conversation = applyReply(conversation, reply);
+    const called = reply.tool_calls.map((c) => c.name).join(', ');
+    return { output: called ? `called ${called}` : reply.content, attempt: reply.attempt, duplicate: reply.duplicate };
+  };
+
   const research = async (question: string): Promise<string> => {
     const childId = `${info.workflowId}/research/${step}`;
     children.push(childId);
@@ -346,13 +374,17 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     for (;;) {
       await condition(() => !paused || cancelRequested);
       if (cancelRequested) {
+        conversation = cancelPending(conversation);
         await compensate();
         setStatus('cancelled', 'run_finished');
         break;
       }
-      const next = plan({ step, max_steps: input.max_steps, goal, context, research_every: researchEvery });
+      const next =
+        input.policy === 'llm'
+          ? planLlm({ step, max_steps: input.max_steps, conversation })
+          : plan({ step, max_steps: input.max_steps, goal, context, research_every: researchEvery });
       if (next.kind === 'finish') {
-        setStatus('done', 'run_finished');
+        setStatus('done', 'run_finished', input.policy === 'llm' && conversation.answer !== undefined ? { answer: conversation.answer.slice(0, 4_000) } : {});
         break;
       }
       // Never on an execution's first step: that would hand over forever.
@@ -371,11 +403,24 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
           processed_command_ids: [...processed].slice(-1_000),
           status,
           children: children.slice(-MAX_CHILDREN_SHOWN),
+          ...(input.policy === 'llm' ? { conversation: trimConversation(conversation) } : {}),
         };
         return await continueAsNew<typeof AgentRun>({ ...input, goal, carry: nextCarry });
       }
       let done: { output: string; attempt: number; duplicate: boolean; tool?: string; lane?: string; resumed_from_tick?: number };
-      if (next.kind === 'tool') {
+      if (next.kind === 'tool' && next.call_id !== undefined) {
+        // The model asked for this call: its result, or the error it caused, goes back to the model.
+        const callId = next.call_id;
+        try {
+          const result = await runTool(next);
+          conversation = applyToolResult(conversation, callId, result.output);
+          done = { output: result.output, attempt: result.attempt, duplicate: result.duplicate, tool: result.tool, lane: result.lane };
+        } catch (err) {
+          if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'BadArguments')) throw err;
+          conversation = applyToolResult(conversation, callId, `error: ${err.cause.message}`);
+          done = { output: `error: ${err.cause.message}`, attempt: 1, duplicate: false, tool: next.tool, lane: next.lane };
+        }
+      } else if (next.kind === 'tool') {
         const result = await runTool(next);
         done = {
           output: result.output,
@@ -386,7 +431,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
           ...(result.resumed_from_tick ? { resumed_from_tick: result.resumed_from_tick } : {}),
         };
       } else if (next.kind === 'llm') {
-        done = await think(next.prompt);
+        done = input.policy === 'llm' ? await converse() : await think(next.prompt);
       } else {
         done = { output: await research(next.question), attempt: 1, duplicate: false };
       }
@@ -409,6 +454,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     if (err instanceof ContinueAsNew) throw err; // not a failure: this execution hands over to the next
     if (isCancellation(err)) {
       // Temporal cancellation: record it, publish it, and let the cancellation stand.
+      conversation = cancelPending(conversation);
       await compensate();
       await CancellationScope.nonCancellable(async () => {
         setStatus('cancelled', 'run_finished');

@@ -1,5 +1,6 @@
 export * from './agent-run.types';
 export * from './definitions';
 export * from './search-attributes';
-export { AgentRun, plan, DEFAULT_HISTORY_BUDGET, DEFAULT_RESEARCH_EVERY, DEFAULT_TIMEOUTS, type PlanState, type Step } from './agent-run.workflow';
+export { AgentRun, plan, planLlm, DEFAULT_HISTORY_BUDGET, DEFAULT_RESEARCH_EVERY, DEFAULT_TIMEOUTS, type PlanState, type Step } from './agent-run.workflow';
 export { ResearchAgent } from './research-agent.workflow';
+export * from './conversation';
