@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { createAgentActivities, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
+import { createAgentActivities, LocalObjectStore, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
 import { lanesFor } from '@agentrun/commands';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
@@ -44,6 +44,7 @@ export class TemporalWorkers extends LaneWorkers {
           }),
           compensations: new GpuLeases(this.db.dataSource),
           pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
+          payloads: { store: new LocalObjectStore(this.config.OBJECT_STORE_DIR), inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
         }),
       },
     ];

@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import type { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import type { AgentActivities, ModelCall, ModelReply, ToolCall, ToolResult } from '@agentrun/workflows';
 import { ChatError, type ChatClient, type ChatMessage } from './llm';
+import { inlineOrStore, type LocalObjectStore } from './payloads';
 import { toolSpecsFor } from './tool-specs';
 import { BadArguments, type Tool } from './tools';
 import { Workspace } from './workspace';
@@ -21,6 +22,8 @@ export interface AgentActivityDeps {
   compensations?: GpuLeases;
   /** Simulated accelerator time per tool call (see TOOL_PACE_TICKS); none when absent. */
   pace?: { ticks: number; tickMs: number };
+  /** Outputs larger than `inlineMaxBytes` go to this store; history keeps a reference. */
+  payloads: { store: LocalObjectStore; inlineMaxBytes: number };
 }
 
 /** Who holds a lease: this process on this host. */
@@ -82,12 +85,22 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
         await deps.gpuLeases?.acquire(call.key, call.org, call.run_id, WORKER);
         try {
           const resumedFrom = await pace(deps.pace);
-          const output = await tool.run(call.args, {
+          const raw = await tool.run(call.args, {
             workspace: new Workspace(deps.workspaceRoot, call.org, call.run_id),
             step: stepOf(call.key),
             heartbeat: (progress) => Context.current().heartbeat(progress),
           });
-          return { key: call.key, tool: call.tool, output, attempt, lane: info.taskQueue, duplicate: false, ...(resumedFrom ? { resumed_from_tick: resumedFrom } : {}) };
+          const output = await inlineOrStore(deps.payloads.store, call, raw, deps.payloads.inlineMaxBytes);
+          return {
+            key: call.key,
+            tool: call.tool,
+            output: output.text,
+            ...(output.ref ? { output_ref: output.ref } : {}),
+            attempt,
+            lane: info.taskQueue,
+            duplicate: false,
+            ...(resumedFrom ? { resumed_from_tick: resumedFrom } : {}),
+          };
         } catch (err) {
           if (err instanceof BadArguments) throw ApplicationFailure.nonRetryable(err.message, 'BadArguments');
           throw err;
@@ -117,9 +130,11 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
             ...(err.retryAfterMs !== undefined ? { nextRetryDelay: err.retryAfterMs } : {}),
           });
         }
+        const content = await inlineOrStore(deps.payloads.store, call, reply.content ?? '', deps.payloads.inlineMaxBytes);
         return {
           key: call.key,
-          content: reply.content ?? '',
+          content: content.text,
+          ...(content.ref ? { content_ref: content.ref } : {}),
           tool_calls: reply.tool_calls.map((t) => ({ id: t.id, name: t.name, arguments: t.raw_arguments })),
           finish_reason: reply.finish_reason ?? 'stop',
           attempt,

@@ -4,3 +4,4 @@ export * from './agent.activities';
 export * from './publish.activities';
 export * from './snapshot.activities';
 export * from './llm';
+export * from './payloads';

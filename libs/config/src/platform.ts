@@ -33,6 +33,8 @@ export const platformSpec = {
    */
   TOOL_PACE_TICKS: int(4, 0, 1_000),
   TOOL_PACE_MS: int(0, 0, 60_000),
+  /** A model reply or tool output larger than this goes to the object store; history keeps a reference. */
+  AGENTRUN_PAYLOAD_INLINE_MAX_BYTES: int(128 * 1024, 1_024, 1_500_000),
   LOG_JSON: bool(false),
 };
 

@@ -96,6 +96,8 @@ export interface ToolResult {
   duplicate: boolean;
   /** The heartbeat tick this attempt resumed from, when an earlier attempt got that far. */
   resumed_from_tick?: number;
+  /** Where the whole output is, when it was too large to keep in history (`output` is a preview). */
+  output_ref?: string;
 }
 
 /** A chat message in the OpenAI function-calling shape. */
@@ -123,6 +125,8 @@ export interface ModelReply {
   finish_reason: string;
   attempt: number;
   duplicate: boolean;
+  /** Where the whole reply is, when it was too large to keep in history (`content` is a preview). */
+  content_ref?: string;
 }
 
 /** The activities `AgentRun` calls; the activities lib implements them. */

@@ -407,14 +407,14 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         };
         return await continueAsNew<typeof AgentRun>({ ...input, goal, carry: nextCarry });
       }
-      let done: { output: string; attempt: number; duplicate: boolean; tool?: string; lane?: string; resumed_from_tick?: number };
+      let done: { output: string; attempt: number; duplicate: boolean; tool?: string; lane?: string; resumed_from_tick?: number; output_ref?: string };
       if (next.kind === 'tool' && next.call_id !== undefined) {
         // The model asked for this call: its result, or the error it caused, goes back to the model.
         const callId = next.call_id;
         try {
           const result = await runTool(next);
           conversation = applyToolResult(conversation, callId, result.output);
-          done = { output: result.output, attempt: result.attempt, duplicate: result.duplicate, tool: result.tool, lane: result.lane };
+          done = { output: result.output, attempt: result.attempt, duplicate: result.duplicate, tool: result.tool, lane: result.lane, output_ref: result.output_ref };
         } catch (err) {
           if (!(err instanceof ActivityFailure && err.cause instanceof ApplicationFailure && err.cause.type === 'BadArguments')) throw err;
           conversation = applyToolResult(conversation, callId, `error: ${err.cause.message}`);
@@ -429,6 +429,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
           tool: result.tool,
           lane: result.lane,
           ...(result.resumed_from_tick ? { resumed_from_tick: result.resumed_from_tick } : {}),
+          ...(result.output_ref ? { output_ref: result.output_ref } : {}),
         };
       } else if (next.kind === 'llm') {
         done = input.policy === 'llm' ? await converse() : await think(next.prompt);
@@ -445,6 +446,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         kind: next.kind,
         ...(done.tool ? { tool: done.tool, lane: done.lane } : {}),
         ...(done.resumed_from_tick ? { resumed_from_tick: done.resumed_from_tick } : {}),
+        ...(done.output_ref ? { output_ref: done.output_ref } : {}),
         attempt: done.attempt,
         duplicate: done.duplicate,
         output: done.output.slice(0, 2_000),
