@@ -38,7 +38,7 @@ RUN npx tsc -b tsconfig.build.json \
  && node tools/bundle-workflows.js \
  && mkdir -p /out \
  && tar -cf - --exclude='*.tsbuildinfo' package.json apps/*/dist libs/*/package.json libs/*/dist \
-    | tar -xf - -C /out
+    tools/model-server.js | tar -xf - -C /out
 
 # --- production dependencies only (dev deps pruned); workspace links node_modules/@agentrun/* -> libs/* ---
 FROM base AS prod-deps
