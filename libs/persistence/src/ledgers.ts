@@ -113,8 +113,9 @@ export class GpuLeases {
 
   /** Idempotent: releasing twice is releasing once. Returns whether a lease was held. */
   async release(key: string): Promise<boolean> {
-    const rows: unknown[] = await this.db.query('DELETE FROM gpu_leases WHERE idempotency_key = $1 RETURNING idempotency_key', [key]);
-    return rows.length > 0;
+    // For DELETE, TypeORM answers [rows, affected count].
+    const [, deleted] = (await this.db.query('DELETE FROM gpu_leases WHERE idempotency_key = $1', [key])) as [unknown[], number];
+    return deleted > 0;
   }
 
   async heldBy(org: string, runId: string): Promise<string[]> {
