@@ -1,6 +1,6 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
-import { agentDefaultsOf, CommandService, createCommandService } from '@agentrun/commands';
+import { commandServiceProvider } from '@agentrun/commands';
 import { CursorCodec, ReadModel } from '@agentrun/persistence';
 import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { CommandsController } from './commands.controller';
@@ -29,19 +29,7 @@ export class GatewayModule {
         LocalOrgGuard,
         { provide: ReadModel, inject: [Database], useFactory: (db: Database) => new ReadModel(db.dataSource) },
         { provide: CursorCodec, useValue: new CursorCodec(config.CURSOR_SECRET) },
-        {
-          provide: CommandService,
-          inject: [Temporal, Database, Kafka],
-          useFactory: (temporal: Temporal, db: Database, kafka: Kafka) =>
-            createCommandService({
-              temporal: () => temporal.client,
-              dataSource: db.dataSource,
-              bus: kafka.bus,
-              topicPrefix: kafka.topicPrefix,
-              taskQueuePrefix: config.AGENTRUN_TASK_QUEUE_PREFIX,
-              agentDefaults: agentDefaultsOf(config),
-            }),
-        },
+        commandServiceProvider(config),
         Readiness,
         { provide: READINESS_CHECKS, inject: [Database, Kafka, Temporal, LiveEventsHub], useFactory: (...checks: unknown[]) => checks },
       ],

@@ -1,5 +1,5 @@
 import { Module, type DynamicModule } from '@nestjs/common';
-import { agentDefaultsOf, CommandService, createCommandService } from '@agentrun/commands';
+import { commandServiceProvider } from '@agentrun/commands';
 import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { CommandConsumer } from './command-consumer';
 import type { OrchestratorConfig } from './config';
@@ -17,19 +17,7 @@ export class OrchestratorModule {
         Database,
         Kafka,
         Temporal,
-        {
-          provide: CommandService,
-          inject: [Temporal, Database, Kafka],
-          useFactory: (temporal: Temporal, db: Database, kafka: Kafka) =>
-            createCommandService({
-              temporal: () => temporal.client,
-              dataSource: db.dataSource,
-              bus: kafka.bus,
-              topicPrefix: kafka.topicPrefix,
-              taskQueuePrefix: config.AGENTRUN_TASK_QUEUE_PREFIX,
-              agentDefaults: agentDefaultsOf(config),
-            }),
-        },
+        commandServiceProvider(config),
         TemporalWorkers,
         CommandConsumer,
         Readiness,

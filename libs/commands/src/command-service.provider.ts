@@ -1,0 +1,22 @@
+import type { FactoryProvider } from '@nestjs/common';
+import type { PlatformConfig } from '@agentrun/config';
+import { Database, Kafka, Temporal } from '@agentrun/runtime';
+import { CommandService } from './command.service';
+import { agentDefaultsOf, createCommandService } from './wiring';
+
+/** The command service as a Nest provider, for every service that accepts commands. */
+export function commandServiceProvider(config: PlatformConfig): FactoryProvider<CommandService> {
+  return {
+    provide: CommandService,
+    inject: [Temporal, Database, Kafka],
+    useFactory: (temporal: Temporal, db: Database, kafka: Kafka) =>
+      createCommandService({
+        temporal: () => temporal.client,
+        dataSource: db.dataSource,
+        bus: kafka.bus,
+        topicPrefix: kafka.topicPrefix,
+        taskQueuePrefix: config.AGENTRUN_TASK_QUEUE_PREFIX,
+        agentDefaults: agentDefaultsOf(config),
+      }),
+  };
+}
