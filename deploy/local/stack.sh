@@ -453,6 +453,8 @@ temporal_start() {
     --ip 127.0.0.1 --port "$TEMPORAL_PORT" --ui-port "$TEMPORAL_UI_PORT"
     --sqlite-pragma journal_mode=wal --sqlite-pragma synchronous=normal
     --dynamic-config-value matching.enableFairness=true
+    --dynamic-config-value matching.numTaskqueueReadPartitions=1
+    --dynamic-config-value matching.numTaskqueueWritePartitions=1
     --log-level warn)
   if [ "$TEMPORAL_NAMESPACE" != default ]; then
     args+=(--namespace "$TEMPORAL_NAMESPACE")

@@ -85,7 +85,6 @@ describe('AgentRun at scale', () => {
       // All but the last handed over; the last completed the run.
       expect(statuses).toEqual([...Array<string>(described.length - 1).fill('CONTINUED_AS_NEW'), 'COMPLETED']);
       const lengths = described.map((d) => d.historyLength);
-      console.log('DEBUG executions', JSON.stringify(described)); // DEBUG
       expect(lengths.filter((length) => length > HISTORY_MAX_EVENTS + HISTORY_SLACK)).toEqual([]);
       // Every execution but the last reached the budget: it, not the step count, forced the hand-over.
       expect(lengths.slice(0, -1).filter((length) => length < HISTORY_MAX_EVENTS)).toEqual([]);
@@ -131,11 +130,17 @@ describe('AgentRun at scale', () => {
       const byId = new Map(runs.map((r) => [`${r.org}/${r.runId}`, r]));
       const order = completed.map((c) => byId.get(`${c.org}/${c.run_id}`)!);
       const label = order.map((r) => `${r.tier}:${r.org}`);
-      console.log('DEBUG gpu order', JSON.stringify(completed.map((c, i) => [label[i], c.ts]))); // DEBUG
 
-      // Priority: every enterprise GPU step before every batch one.
-      expect(label.slice(0, 3)).toEqual(['enterprise:acme', 'enterprise:acme', 'enterprise:acme']);
-      // Fairness by org among the batch work: not all of A and then all of B, although A's was queued first.
+      // Priority: every enterprise GPU step before every batch one. Temporal orders by priority (and
+      // fairness) within one task-queue partition only: with the server's default of 4 partitions a
+      // poll is served from whichever partition it lands on, so this holds only when the stack runs
+      // the dev server with matching.numTaskqueue{Read,Write}Partitions=1. It also needs the restarted
+      // gpu-worker to take tasks only once it can run them: a first attempt that fails at once (its
+      // database not yet connected) comes back by retry behind batch work already queued.
+      expect(label).toEqual([...Array<string>(3).fill('enterprise:acme'), ...Array<unknown>(6).fill(expect.stringMatching(/^batch:/))]);
+      // Fairness by org among the batch work: not all of A and then all of B, although A's was queued
+      // first. The server's fairness is approximate by design (with one partition it alternated
+      // A, B, A, B, A, B every time we looked), so only the weaker properties are asserted.
       const batchOrgs = order.filter((r) => r.tier === 'batch').map((r) => r.org);
       expect(batchOrgs).toHaveLength(6);
       expect(batchOrgs).not.toEqual([orgA, orgA, orgA, orgB, orgB, orgB]);

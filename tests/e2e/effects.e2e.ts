@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createAgentActivities, createChatClient, CPU_TOOLS, GPU_TOOLS, LocalObjectStore, startModelServer, type ModelServer } from '@agentrun/activities';
 import { createDataSource, EffectLedger, GpuLeases, migrate } from '@agentrun/persistence';
+import type { ModelReply, ToolResult } from '@agentrun/workflows';
 import type { DataSource } from 'typeorm';
 import { freshDatabase } from '../support/database';
 
@@ -47,10 +48,10 @@ describe('effects happen once per idempotency key', () => {
 
   it('a model call whose completion was lost is answered from the ledger on retry: one bill', async () => {
     const call = { key: 'acme/r1:0:abc', org: 'acme', run_id: 'r1', messages: [{ role: 'user' as const, content: 'hello' }], tools: [] };
-    const first = await attempt(1).run(activities().callModel, call);
+    const first: ModelReply = await attempt(1).run(activities().callModel, call);
     const billed = model.requests;
     // The completion never reached Temporal; it retries the same call.
-    const retry = await attempt(2).run(activities().callModel, call);
+    const retry: ModelReply = await attempt(2).run(activities().callModel, call);
     expect(model.requests).toBe(billed);
     expect(retry).toEqual({ ...first, duplicate: true });
     expect(first.duplicate).toBe(false);
@@ -59,8 +60,8 @@ describe('effects happen once per idempotency key', () => {
   it('a tool whose completion was lost does not run again, and its GPU lease is gone', async () => {
     const gpu = activities(GPU_TOOLS);
     const call = { key: 'acme/r2:2:def', org: 'acme', run_id: 'r2', tool: 'embed', args: { text: 'the parser leaks' } };
-    const first = await attempt(1).run(gpu.runTool, call);
-    const retry = await attempt(2).run(gpu.runTool, call);
+    const first: ToolResult = await attempt(1).run(gpu.runTool, call);
+    const retry: ToolResult = await attempt(2).run(gpu.runTool, call);
     expect(retry).toEqual({ ...first, duplicate: true });
     const [{ n }] = await dataSource.query(`SELECT count(*) AS n FROM effect_ledger WHERE idempotency_key = $1`, [call.key]);
     expect(Number(n)).toBe(1);

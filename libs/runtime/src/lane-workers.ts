@@ -1,4 +1,4 @@
-import { Inject, type OnModuleDestroy, type OnModuleInit } from '@nestjs/common';
+import { Inject, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import type { PlatformConfig } from '@agentrun/config';
 import type { ReadinessCheck } from './health';
 import { PLATFORM_CONFIG } from './infrastructure';
@@ -8,7 +8,7 @@ import { WorkerPool, type LaneWorkerOptions } from './worker-pool';
  * A service's Temporal workers as a Nest provider: started with the module, drained before the
  * connections close. Subclasses say which lanes they serve and with what.
  */
-export abstract class LaneWorkers implements OnModuleInit, OnModuleDestroy, ReadinessCheck {
+export abstract class LaneWorkers implements OnApplicationBootstrap, OnModuleDestroy, ReadinessCheck {
   readonly name = 'temporal-workers';
   private pool?: WorkerPool;
 
@@ -16,7 +16,8 @@ export abstract class LaneWorkers implements OnModuleInit, OnModuleDestroy, Read
 
   protected abstract lanes(): LaneWorkerOptions[];
 
-  async onModuleInit(): Promise<void> {
+  /** After every provider has started, so no task arrives before the database is connected. */
+  async onApplicationBootstrap(): Promise<void> {
     this.pool = await WorkerPool.start(this.platform.TEMPORAL_ADDRESS, this.platform.TEMPORAL_NAMESPACE, this.lanes());
   }
 
