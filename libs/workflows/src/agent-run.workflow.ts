@@ -14,19 +14,19 @@ import {
   upsertSearchAttributes,
   workflowInfo,
 } from '@temporalio/workflow';
-import { isTerminal, type AgentRunState, type AgentStatus, type RunEvent, type RunEventType } from '@agentrun/contracts';
+import { isTerminal, type AgentRunState, type AgentStatus, type RunEventType } from '@agentrun/contracts';
 import type {
   AgentActivities,
   AgentCarry,
   AgentRunInput,
   AgentRunResult,
-  PublishActivities,
   ToolCall,
   ToolTimeouts,
   ToolResult,
 } from './agent-run.types';
 import { applyReply, applyToolResult, cancelPending, LLM_TOOL_LANES, startConversation, trimConversation, type Conversation } from './conversation';
 import { ResearchAgent } from './research-agent.workflow';
+import { openOutbox } from './outbox';
 import { FOREVER, MODEL_RETRY, TOOL_RETRY } from './retry-policies';
 import { cancelRunSignal, changeGoalUpdate, injectContextSignal, pauseSignal, resumeSignal, statusQuery } from './definitions';
 import { digest } from './digest';
@@ -87,8 +87,6 @@ const MAX_CHILDREN_SHOWN = 50;
 export const DEFAULT_TIMEOUTS: ToolTimeouts = { tool_start_to_close_s: 60, tool_heartbeat_s: 10, gpu_schedule_to_start_s: 120 };
 
 const PRIORITY_FOR_TIER = { enterprise: 1, team: 3, batch: 5 } as const;
-/** Events go out in batches of at most this many per publish activity. */
-const PUBLISH_BATCH = 100;
 
 export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const info = workflowInfo();
@@ -103,7 +101,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     status: 'queued',
     children: [],
   };
-  let { step, seq, goal, context, attempts, status } = carry;
+  let { step, goal, context, attempts, status } = carry;
   let duplicatesSuppressed = carry.duplicates_suppressed;
   const processed = new Set(carry.processed_command_ids);
   const executionStartedAtStep = step;
@@ -140,13 +138,6 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     retry: MODEL_RETRY,
   });
   const saga = proxyActivities<AgentActivities>({ taskQueue: input.lanes.cpuTools, startToCloseTimeout: '30s', retry: FOREVER });
-  // Publishing retries for as long as it takes: an event the workflow decided on is never dropped.
-  const publisher = proxyActivities<PublishActivities>({
-    taskQueue: input.lanes.agentWorkflows,
-    startToCloseTimeout: '30s',
-    retry: FOREVER,
-  });
-
   const state = (): AgentRunState => ({
     status,
     goal,
@@ -159,38 +150,10 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     ...(failure ? { reason: failure.reason, message: failure.message } : {}),
   });
 
-  // The outbox: seq is assigned here and nowhere else, and one loop publishes in seq order.
-  const outbox: RunEvent[] = [];
-  let closing = false;
-  const emit = (type: RunEventType, extra: Record<string, unknown> = {}): void => {
-    seq += 1;
-    outbox.push({
-      run_id: input.run_id,
-      org: input.org,
-      kind: 'agent',
-      seq,
-      type,
-      ts: new Date().toISOString(),
-      payload: { ...extra, state: state() },
-    });
-  };
-  // Non-cancellable: a Temporal cancel must not stop the loop before the run's last events are out.
-  const publishing = CancellationScope.nonCancellable(async () => {
-    for (;;) {
-      await condition(() => outbox.length > 0 || closing);
-      if (outbox.length === 0) return;
-      const batch = outbox.slice(0, PUBLISH_BATCH);
-      await publisher.publishRunEvents(batch);
-      outbox.splice(0, batch.length);
-    }
-  });
-  /** Every event emitted so far is on the topic; the loop goes on. */
-  const flushed = (): Promise<void> => condition(() => outbox.length === 0);
-  /** Every event is on the topic and the loop has ended: only when the run is over. */
-  const drainOutbox = async (): Promise<void> => {
-    closing = true;
-    await publishing;
-  };
+  const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'agent', lane: input.lanes.agentWorkflows, firstSeq: carry.seq, state });
+  const emit = outbox.emit;
+  const flushed = outbox.flushed;
+  const drainOutbox = outbox.drain;
   /** Cancelling or over: controls that would change the run are ignored from here on. */
   const settling = (): boolean => cancelRequested || isTerminal(status);
 
@@ -262,7 +225,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     history_length: workflowInfo().historyLength,
     history_size: workflowInfo().historySize,
     execution_started_at_step: executionStartedAtStep,
-    last_seq: seq,
+    last_seq: outbox.seq(),
     children: [...children],
     compensations: [...compensations],
   }));
@@ -272,7 +235,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     steps: step,
     attempts,
     duplicates_suppressed: duplicatesSuppressed,
-    last_seq: seq,
+    last_seq: outbox.seq(),
   });
 
   const runTool = async (next: Extract<Step, { kind: 'tool' }>): Promise<ToolResult> => {
@@ -395,7 +358,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         if (cancelRequested) continue;
         const nextCarry: AgentCarry = {
           step,
-          seq,
+          seq: outbox.seq(),
           goal,
           context: context.slice(-4_000),
           attempts,

@@ -1,0 +1,59 @@
+import { CancellationScope, condition, proxyActivities } from '@temporalio/workflow';
+import type { RunEvent, RunEventType, RunKind, RunState } from '@agentrun/contracts';
+import type { PublishActivities } from './agent-run.types';
+import { FOREVER } from './retry-policies';
+
+/** Events go out in batches of at most this many per publish activity. */
+const PUBLISH_BATCH = 100;
+
+export interface Outbox {
+  /** Assigns the next seq and queues the event; the run's state is attached to every event. */
+  emit(type: RunEventType, extra?: Record<string, unknown>): void;
+  /** Resolves once every event emitted so far is on the topic; the loop goes on. */
+  flushed(): Promise<void>;
+  /** Resolves once every event is on the topic and the loop has ended: only when the run is over. */
+  drain(): Promise<void>;
+  /** The last seq assigned. */
+  seq(): number;
+}
+
+/**
+ * The run's outbox: seq is assigned here and nowhere else, and one loop publishes in seq order.
+ * The loop cannot be cancelled, so a Temporal cancel never stops the run's last events going out;
+ * publishing retries for as long as it takes, so an event the workflow decided on is never dropped.
+ */
+export function openOutbox(options: { org: string; run_id: string; kind: RunKind; lane: string; firstSeq: number; state: () => RunState }): Outbox {
+  const publisher = proxyActivities<PublishActivities>({ taskQueue: options.lane, startToCloseTimeout: '30s', retry: FOREVER });
+  const queue: RunEvent[] = [];
+  let seq = options.firstSeq;
+  let closing = false;
+  const publishing = CancellationScope.nonCancellable(async () => {
+    for (;;) {
+      await condition(() => queue.length > 0 || closing);
+      if (queue.length === 0) return;
+      const batch = queue.slice(0, PUBLISH_BATCH);
+      await publisher.publishRunEvents(batch);
+      queue.splice(0, batch.length);
+    }
+  });
+  return {
+    emit(type, extra = {}) {
+      seq += 1;
+      queue.push({
+        run_id: options.run_id,
+        org: options.org,
+        kind: options.kind,
+        seq,
+        type,
+        ts: new Date().toISOString(),
+        payload: { ...extra, state: options.state() },
+      });
+    },
+    flushed: () => condition(() => queue.length === 0),
+    async drain() {
+      closing = true;
+      await publishing;
+    },
+    seq: () => seq,
+  };
+}
