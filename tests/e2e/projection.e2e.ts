@@ -30,7 +30,7 @@ describe('the projection into Postgres', () => {
     const applied = await Promise.all(sources.map((s) => migrate(s)));
     const migrators = applied.filter((names) => names.length > 0);
     expect(migrators).toHaveLength(1);
-    expect(migrators[0]).toEqual(['ReadModel1764400000000', 'CommandLedgerClaims1764500000000', 'GpuLeases1764600000000']);
+    expect(migrators[0]).toEqual(['ReadModel1764400000000', 'CommandLedgerClaims1764500000000', 'GpuLeases1764600000000', 'ApiTokens1764700000000']);
     await Promise.all(sources.slice(1).map((s) => s.destroy()));
     dataSource = sources[0];
     readModel = new ReadModel(dataSource);

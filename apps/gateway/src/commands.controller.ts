@@ -2,8 +2,9 @@ import { Body, Controller, Headers, HttpCode, Param, Post, UseGuards } from '@ne
 import { COMMAND_ID_PATTERN, type CommandOutcome, type CommandType, type RejectionReason } from '@agentrun/contracts';
 import { checkCommand } from '@agentrun/contracts/validation';
 import { CommandService, TransientCommandError } from '@agentrun/commands';
+import { ReadModel } from '@agentrun/persistence';
 import { randomUUID } from 'node:crypto';
-import { CurrentOrg, LocalOrgGuard } from './org';
+import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
 import { requireRunId } from './runs.controller';
 
@@ -19,6 +20,8 @@ const STATUS_FOR_REASON: Record<RejectionReason, number> = {
   run_closed: 409,
   validator_rejected: 422,
   not_a_reviewer: 422,
+  nothing_to_retry: 409,
+  run_active: 409,
   not_supported: 501,
   internal_error: 500,
 };
@@ -47,9 +50,12 @@ interface Accepted {
  * same outcome record. `Idempotency-Key` becomes the command id.
  */
 @Controller()
-@UseGuards(LocalOrgGuard)
+@UseGuards(OrgGuard)
 export class CommandsController {
-  constructor(private readonly commands: CommandService) {}
+  constructor(
+    private readonly commands: CommandService,
+    private readonly readModel: ReadModel,
+  ) {}
 
   @Post('agents')
   @HttpCode(202)
@@ -57,6 +63,14 @@ export class CommandsController {
     const { run_id, ...payload } = asObject(body);
     const runId = run_id === undefined ? `agent-${randomUUID()}` : String(run_id);
     return this.send(org, key, 'agent.start', requireRunId(runId), payload);
+  }
+
+  @Post('evals')
+  @HttpCode(202)
+  async startEval(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<Accepted> {
+    const { run_id, ...payload } = asObject(body);
+    const runId = run_id === undefined ? `eval-${randomUUID()}` : String(run_id);
+    return this.send(org, key, 'eval.start', requireRunId(runId), payload);
   }
 
   @Post('runs/:id/:action')
@@ -68,8 +82,10 @@ export class CommandsController {
     @Headers('idempotency-key') key: string | undefined,
     @Body() body: unknown,
   ): Promise<Accepted> {
-    const type = Object.prototype.hasOwnProperty.call(CONTROL_ROUTES, action) ? CONTROL_ROUTES[action] : undefined;
+    let type = Object.prototype.hasOwnProperty.call(CONTROL_ROUTES, action) ? CONTROL_ROUTES[action] : undefined;
     if (!type) throw new ProblemException(404, 'no such action', `'${action}' is not one of ${Object.keys(CONTROL_ROUTES).join(', ')}`);
+    // One cancel route for both kinds: the run's kind picks the command.
+    if (type === 'agent.cancel' && (await this.readModel.getRun(org, requireRunId(id)))?.kind === 'eval') type = 'eval.cancel';
     return this.send(org, key, type, requireRunId(id), body === undefined ? {} : asObject(body));
   }
 

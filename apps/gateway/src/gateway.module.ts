@@ -1,23 +1,24 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { commandServiceProvider } from '@agentrun/commands';
-import { CursorCodec, ReadModel } from '@agentrun/persistence';
+import { CursorCodec, ReadModel, TokenStore } from '@agentrun/persistence';
 import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { CommandsController } from './commands.controller';
 import type { GatewayConfig } from './config';
 import { DocsController } from './docs.controller';
 import { LiveEventsHub } from './live-events.hub';
-import { LocalOrgGuard } from './org';
+import { OrgGuard } from './org';
 import { ProblemFilter } from './problem';
 import { RunEventsController } from './run-events.controller';
 import { RunsController } from './runs.controller';
+import { SessionController } from './session.controller';
 
 @Module({})
 export class GatewayModule {
   static forRoot(config: GatewayConfig): DynamicModule {
     return {
       module: GatewayModule,
-      controllers: [HealthController, DocsController, RunsController, RunEventsController, CommandsController],
+      controllers: [HealthController, DocsController, RunsController, RunEventsController, CommandsController, SessionController],
       providers: [
         { provide: PLATFORM_CONFIG, useValue: config },
         { provide: SERVICE_NAME, useValue: 'gateway' },
@@ -26,7 +27,8 @@ export class GatewayModule {
         Kafka,
         Temporal,
         LiveEventsHub,
-        LocalOrgGuard,
+        { provide: TokenStore, inject: [Database], useFactory: (db: Database) => new TokenStore(db.dataSource) },
+        OrgGuard,
         { provide: ReadModel, inject: [Database], useFactory: (db: Database) => new ReadModel(db.dataSource) },
         { provide: CursorCodec, useValue: new CursorCodec(config.CURSOR_SECRET) },
         commandServiceProvider(config),

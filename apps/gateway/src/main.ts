@@ -8,10 +8,12 @@ import { bodyErrorHandler } from './problem';
 
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
+  const logger = new Logger('gateway');
   if (config.AGENTRUN_MODE === 'production') {
-    throw new Error('AGENTRUN_MODE=production needs bearer-token auth, which this gateway does not have yet; run with AGENTRUN_MODE=local');
+    logger.log('production mode: the org comes only from an API token (Authorization: Bearer, or the session cookie); X-Org is ignored');
+  } else {
+    logger.warn('LOCAL MODE: without an API token the org is taken from the X-Org header with no authentication. Never expose this gateway.');
   }
-  new Logger('gateway').warn('LOCAL MODE: the org is taken from the X-Org header with no authentication. Never expose this gateway.');
   await runService(GatewayModule.forRoot(config), {
     name: 'gateway',
     port: config.GATEWAY_PORT,

@@ -11,7 +11,14 @@ export interface Problem {
 }
 
 export class ProblemException extends HttpException {
-  constructor(status: number, title: string, detail: string, extensions: Record<string, unknown> = {}) {
+  constructor(
+    status: number,
+    title: string,
+    detail: string,
+    extensions: Record<string, unknown> = {},
+    /** Response headers that go with the problem, e.g. `WWW-Authenticate` on a 401. */
+    readonly headers: Record<string, string> = {},
+  ) {
     const problem: Problem = { type: `https://agentrun.dev/problems/${slug(title)}`, title, status, detail, ...extensions };
     super(problem, status);
   }
@@ -45,7 +52,9 @@ export class ProblemFilter implements ExceptionFilter {
       const status = error.getStatus();
       const body = error.getResponse();
       if (typeof body === 'object' && body !== null && 'type' in body && 'detail' in body) {
-        sendProblem(res, body as Problem, status === 503 ? { 'Retry-After': '2' } : {});
+        const headers = error instanceof ProblemException ? { ...error.headers } : {};
+        if (status === 503) headers['Retry-After'] ??= '2';
+        sendProblem(res, body as Problem, headers);
         return;
       }
       const message = typeof body === 'string' ? body : ((body as { message?: unknown }).message ?? error.message);

@@ -5,7 +5,7 @@ import { PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { Request, Response } from 'express';
 import type { GatewayConfig } from './config';
 import { LiveEventsHub } from './live-events.hub';
-import { CurrentOrg, LocalOrgGuard } from './org';
+import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
 import { requireRunId } from './runs.controller';
 
@@ -23,7 +23,7 @@ function frame(event: RunEvent): string {
 }
 
 @Controller('runs')
-@UseGuards(LocalOrgGuard)
+@UseGuards(OrgGuard)
 export class RunEventsController {
   constructor(
     private readonly readModel: ReadModel,

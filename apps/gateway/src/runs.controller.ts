@@ -2,7 +2,7 @@ import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common
 import { RUN_ID_PATTERN, RUN_KINDS, RUN_STATUSES } from '@agentrun/contracts';
 import { CursorCodec, CursorError, ReadModel, type RunCursor, type RunSummary } from '@agentrun/persistence';
 import type { RunEvent } from '@agentrun/contracts';
-import { CurrentOrg, LocalOrgGuard } from './org';
+import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
 import { PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { GatewayConfig } from './config';
@@ -21,7 +21,7 @@ function oneOf(name: string, value: string | undefined, allowed: readonly string
 }
 
 @Controller('runs')
-@UseGuards(LocalOrgGuard)
+@UseGuards(OrgGuard)
 export class RunsController {
   constructor(
     private readonly readModel: ReadModel,

@@ -6,6 +6,13 @@ export const gpuWorkerSpec = {
   GPU_WORKER_PORT: int(8082, 1, 65535),
   /** Activities this worker runs at once: the GPU slots it has. */
   GPU_SLOTS: int(2, 1, 64),
+  /** Eval cases this worker runs at once on the `gpu-eval` lane. */
+  EVAL_SLOTS: int(4, 1, 256),
+  /** One case's GPU time: CASE_TICKS heartbeating ticks of CASE_TICK_MS. */
+  CASE_TICKS: int(4, 1, 1_000),
+  CASE_TICK_MS: int(250, 0, 60_000),
+  /** Chance of a transient GPU error per case attempt, in thousandths (retried by policy). */
+  CASE_HICCUP_PER_MILLE: int(100, 0, 1_000),
 };
 export type GpuWorkerConfig = ConfigOf<typeof gpuWorkerSpec>;
 export const loadGpuWorkerConfig = () => loadConfig(gpuWorkerSpec);

@@ -1,11 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { createAgentActivities, LocalObjectStore, GPU_TOOLS } from '@agentrun/activities';
+import { createAgentActivities, createEvalActivities, LocalObjectStore, GPU_TOOLS } from '@agentrun/activities';
 import { lanesFor } from '@agentrun/commands';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { GpuWorkerConfig } from './config';
 
-/** Serves the `gpu-tools` lane, one activity per GPU slot. */
+/** Serves the `gpu-tools` lane (one tool per GPU slot) and the `gpu-eval` lane (benchmark cases). */
 @Injectable()
 export class GpuLaneWorker extends LaneWorkers {
   constructor(
@@ -27,6 +27,16 @@ export class GpuLaneWorker extends LaneWorkers {
           gpuLeases: new GpuLeases(this.db.dataSource),
           pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
           payloads: { store: new LocalObjectStore(this.config.OBJECT_STORE_DIR), inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
+        }),
+      },
+      {
+        taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).gpuEval,
+        maxConcurrentActivityTaskExecutions: this.config.EVAL_SLOTS,
+        activities: createEvalActivities({
+          effects: new EffectLedger(this.db.dataSource),
+          ticks: this.config.CASE_TICKS,
+          tickMs: this.config.CASE_TICK_MS,
+          hiccupFraction: this.config.CASE_HICCUP_PER_MILLE / 1000,
         }),
       },
     ];

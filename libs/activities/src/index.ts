@@ -5,3 +5,4 @@ export * from './publish.activities';
 export * from './snapshot.activities';
 export * from './llm';
 export * from './payloads';
+export * from './eval.activities';

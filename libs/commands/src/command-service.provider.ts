@@ -2,7 +2,7 @@ import type { FactoryProvider } from '@nestjs/common';
 import type { PlatformConfig } from '@agentrun/config';
 import { Database, Kafka, Temporal } from '@agentrun/runtime';
 import { CommandService } from './command.service';
-import { agentDefaultsOf, createCommandService } from './wiring';
+import { agentDefaultsOf, createCommandService, evalDefaultsOf } from './wiring';
 
 /** The command service as a Nest provider, for every service that accepts commands. */
 export function commandServiceProvider(config: PlatformConfig): FactoryProvider<CommandService> {
@@ -17,6 +17,7 @@ export function commandServiceProvider(config: PlatformConfig): FactoryProvider<
         topicPrefix: kafka.topicPrefix,
         taskQueuePrefix: config.AGENTRUN_TASK_QUEUE_PREFIX,
         agentDefaults: agentDefaultsOf(config),
+        evalDefaults: evalDefaultsOf(config),
       }),
   };
 }

@@ -1,9 +1,11 @@
 import { status as grpcStatus } from '@grpc/grpc-js';
-import { WorkflowNotFoundError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { defineSearchAttributeKey, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { WorkflowNotFoundError, type Client, type WorkflowHandle, type WorkflowStartOptions } from '@temporalio/client';
+import { defineSearchAttributeKey, WorkflowExecutionAlreadyStartedError, type SearchAttributePair } from '@temporalio/common';
 import {
   DEFAULT_MAX_STEPS,
   isTerminal,
+  RUN_ID_PATTERN,
+  type EvalStartPayload,
   workflowIdFor,
   type Command,
   type CommandOf,
@@ -13,7 +15,12 @@ import {
 import type { CommandLedger } from '@agentrun/persistence';
 import {
   AgentRun,
+  approveUpdate,
+  cancelEvalSignal,
   cancelRunSignal,
+  EvalRun,
+  evalStatusQuery,
+  type EvalRunInput,
   changeGoalUpdate,
   injectContextSignal,
   pauseSignal,
@@ -36,11 +43,19 @@ export interface AgentDefaults {
   timeouts: ToolTimeouts;
 }
 
+/** How every EvalRun is started. */
+export interface EvalDefaults {
+  parallelism: number;
+  errored_ungraded: boolean;
+  case_heartbeat_s: number;
+}
+
 export interface CommandServiceDeps {
   temporal: Client;
   ledger: CommandLedger;
   taskQueuePrefix: string;
   agentDefaults: AgentDefaults;
+  evalDefaults: EvalDefaults;
   /** Publishes the outcome record; awaited before the service answers. */
   publishOutcome(outcome: CommandOutcome): Promise<void>;
   now?: () => Date;
@@ -151,11 +166,15 @@ export class CommandService {
         );
       case 'agent.change_goal':
         return this.changeGoal(command);
-      case 'agent.fork':
       case 'eval.start':
+        return this.startEval(command.command_id, command.org, command.run_id, command.payload);
       case 'eval.cancel':
+        return this.signal(command, 'eval', (h) => h.signal(cancelEvalSignal, { command_id: command.command_id }));
       case 'eval.retry_failed':
+        return this.retryFailed(command);
       case 'eval.approve':
+        return this.approve(command);
+      case 'agent.fork':
         return { outcome: 'rejected', reason: 'not_supported', message: `'${command.type}' is not available in this release` };
       default: {
         const unknown: never = command;
@@ -166,12 +185,6 @@ export class CommandService {
 
   private async startAgent(command: CommandOf<'agent.start'>): Promise<Decision> {
     const { org, run_id, payload } = command;
-    const workflowId = workflowIdFor(org, run_id);
-    // Temporal forgets a closed run after its retention; the ledger does not.
-    const startedBy = await this.deps.ledger.acceptedStart(org, run_id);
-    if (startedBy !== undefined && startedBy !== command.command_id) {
-      return { outcome: 'rejected', reason: 'run_exists', message: `org ${org} already has a run '${run_id}'` };
-    }
     const input: AgentRunInput = {
       org,
       run_id,
@@ -183,21 +196,62 @@ export class CommandService {
       lanes: { agentWorkflows: this.lanes.agentWorkflows, cpuTools: this.lanes.cpuTools, gpuTools: this.lanes.gpuTools },
       ...this.deps.agentDefaults,
     };
+    return this.startRun(command.command_id, org, run_id, 'agent', (options) => this.deps.temporal.workflow.start(AgentRun, { ...options, args: [input] }), {
+      memo: { tier: input.tier, max_steps: input.max_steps },
+      attributes: [
+        { key: defineSearchAttributeKey('CurrentStep', 'INT'), value: 0 },
+        ...(input.owner ? [{ key: defineSearchAttributeKey('Owner', 'KEYWORD'), value: input.owner }] : []),
+      ],
+    });
+  }
+
+  private async startEval(commandId: string, org: string, runId: string, payload: EvalStartPayload, parentRunId?: string): Promise<Decision> {
+    const caseIds = payload.case_ids ?? Array.from({ length: payload.cases ?? 0 }, (_, i) => `case-${String(i + 1).padStart(3, '0')}`);
+    const input: EvalRunInput = {
+      org,
+      run_id: runId,
+      model: payload.model,
+      suite: payload.suite,
+      case_ids: caseIds,
+      fail_fraction: payload.fail_fraction ?? 0.25,
+      reviewers: payload.reviewers ?? ['alice', 'bob'],
+      lanes: { agentWorkflows: this.lanes.agentWorkflows, gpuEval: this.lanes.gpuEval },
+      ...(parentRunId ? { parent_run_id: parentRunId } : {}),
+      ...this.deps.evalDefaults,
+    };
+    return this.startRun(commandId, org, runId, 'eval', (options) => this.deps.temporal.workflow.start(EvalRun, { ...options, args: [input] }), {
+      memo: { model: input.model, suite: input.suite, ...(parentRunId ? { parent_run_id: parentRunId } : {}) },
+      attributes: parentRunId ? [{ key: defineSearchAttributeKey('RunParent', 'KEYWORD'), value: parentRunId }] : [],
+    });
+  }
+
+  /** Starts a run once: the ledger and Temporal both refuse a second run with the same id in an org. */
+  private async startRun(
+    commandId: string,
+    org: string,
+    runId: string,
+    kind: 'agent' | 'eval',
+    start: (options: WorkflowStartOptions) => Promise<unknown>,
+    extra: { memo: Record<string, unknown>; attributes: SearchAttributePair[] },
+  ): Promise<Decision> {
+    const workflowId = workflowIdFor(org, runId);
+    const exists: Decision = { outcome: 'rejected', reason: 'run_exists', message: `org ${org} already has a run '${runId}'` };
+    // Temporal forgets a closed run after its retention; the ledger does not.
+    const startedBy = await this.deps.ledger.acceptedStart(org, runId);
+    if (startedBy !== undefined && startedBy !== commandId) return exists;
     try {
-      await this.deps.temporal.workflow.start(AgentRun, {
+      await start({
         workflowId,
         taskQueue: this.lanes.agentWorkflows,
-        args: [input],
         // A replayed start after the run closed starts nothing.
         workflowIdReusePolicy: 'REJECT_DUPLICATE',
         workflowIdConflictPolicy: 'FAIL',
-        memo: { tier: input.tier, max_steps: input.max_steps, [START_COMMAND_MEMO]: command.command_id },
+        memo: { ...extra.memo, [START_COMMAND_MEMO]: commandId },
         typedSearchAttributes: [
           { key: defineSearchAttributeKey('Org', 'KEYWORD'), value: org },
-          { key: defineSearchAttributeKey('RunKind', 'KEYWORD'), value: 'agent' },
+          { key: defineSearchAttributeKey('RunKind', 'KEYWORD'), value: kind },
           { key: defineSearchAttributeKey('AgentStatus', 'KEYWORD'), value: 'queued' },
-          { key: defineSearchAttributeKey('CurrentStep', 'INT'), value: 0 },
-          ...(input.owner ? [{ key: defineSearchAttributeKey('Owner', 'KEYWORD'), value: input.owner }] : []),
+          ...extra.attributes,
         ],
       });
       return { outcome: 'accepted' };
@@ -206,8 +260,66 @@ export class CommandService {
       // Our own earlier attempt may have started it before a crash kept the ledger from saying so.
       const description = await this.deps.temporal.workflow.getHandle(workflowId).describe();
       const memo = description.memo as Record<string, unknown> | undefined;
-      if (memo?.[START_COMMAND_MEMO] === command.command_id) return { outcome: 'accepted' };
-      return { outcome: 'rejected', reason: 'run_exists', message: `org ${org} already has a run '${run_id}'` };
+      return memo?.[START_COMMAND_MEMO] === commandId ? { outcome: 'accepted' } : exists;
+    }
+  }
+
+  /** A new run `{id}-retry-{n}` over the failed and ungraded cases of a finished eval run. */
+  private async retryFailed(command: CommandOf<'eval.retry_failed'>): Promise<Decision> {
+    const handle = this.deps.temporal.workflow.getHandle(workflowIdFor(command.org, command.run_id));
+    let description;
+    try {
+      description = await handle.describe();
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return this.unknownRun(command);
+      throw err;
+    }
+    if (description.type !== 'EvalRun') return { outcome: 'rejected', reason: 'wrong_kind', message: `run '${command.run_id}' is not an eval run` };
+    const state = await handle.query(evalStatusQuery);
+    if (!['awaiting_review', 'published', 'cancelled', 'failed'].includes(state.status)) {
+      return { outcome: 'rejected', reason: 'run_active', message: `run '${command.run_id}' is still ${state.status}; retry its failed cases when it has finished` };
+    }
+    const retry = Object.entries(state.cases).filter(([, c]) => c.status === 'failed' || c.status === 'ungraded').map(([id]) => id);
+    if (retry.length === 0) return { outcome: 'rejected', reason: 'nothing_to_retry', message: `run '${command.run_id}' has no failed or ungraded cases` };
+    for (let n = 1; n <= 100; n++) {
+      const retryId = `${command.run_id}-retry-${n}`;
+      if ((await this.deps.ledger.acceptedStart(command.org, retryId)) !== undefined) continue;
+      if (!new RegExp(RUN_ID_PATTERN).test(retryId)) break;
+      const memo = description.memo as { model?: string; suite?: string } | undefined;
+      const decision = await this.startEval(
+        command.command_id,
+        command.org,
+        retryId,
+        { model: memo?.model ?? state.model, suite: memo?.suite ?? state.suite, case_ids: retry, reviewers: state.reviewers },
+        command.run_id,
+      );
+      if (decision.outcome === 'accepted') {
+        await this.deps.ledger.recordStart(command.org, command.command_id, retryId);
+        return { outcome: 'accepted', message: `started ${retryId} over ${retry.length} cases: ${retry.join(', ')}` };
+      }
+      if (decision.reason !== 'run_exists') return decision;
+    }
+    return { outcome: 'rejected', reason: 'invalid_payload', message: `no free retry id for run '${command.run_id}'` };
+  }
+
+  private async approve(command: CommandOf<'eval.approve'>): Promise<Decision> {
+    const target = await this.target(command, 'eval');
+    if (!('handle' in target)) return target;
+    try {
+      const result = await target.handle.executeUpdate(approveUpdate, {
+        args: [{ command_id: command.command_id, reviewer: command.payload.reviewer }],
+        updateId: command.command_id,
+      });
+      return { outcome: 'accepted', message: result };
+    } catch (err) {
+      if ((err as Error).name === 'WorkflowUpdateFailedError') {
+        const message = (err as { cause?: Error }).cause?.message ?? (err as Error).message;
+        return message.startsWith('not_a_reviewer')
+          ? { outcome: 'rejected', reason: 'not_a_reviewer', message: message.replace(/^not_a_reviewer: /, '') }
+          : { outcome: 'rejected', reason: 'validator_rejected', message };
+      }
+      if (err instanceof WorkflowNotFoundError) return { outcome: 'rejected', reason: 'run_closed', message: `run '${command.run_id}' has already ended` };
+      throw err;
     }
   }
 

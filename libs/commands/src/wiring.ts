@@ -4,7 +4,7 @@ import { TOPICS } from '@agentrun/contracts';
 import type { KafkaBus } from '@agentrun/kafka';
 import { CommandLedger } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
-import { CommandService, type AgentDefaults } from './command.service';
+import { CommandService, type AgentDefaults, type EvalDefaults } from './command.service';
 
 export interface CommandServiceWiring {
   /** Read when a command is handled, so the client may connect after the service is built. */
@@ -14,6 +14,7 @@ export interface CommandServiceWiring {
   topicPrefix: string;
   taskQueuePrefix: string;
   agentDefaults: AgentDefaults;
+  evalDefaults: EvalDefaults;
 }
 
 /** The command service as every entry point (Kafka consumer, HTTP) builds it: ledger in Postgres, outcomes on Kafka. */
@@ -26,6 +27,7 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
     ledger: new CommandLedger(w.dataSource),
     taskQueuePrefix: w.taskQueuePrefix,
     agentDefaults: w.agentDefaults,
+    evalDefaults: w.evalDefaults,
     publishOutcome: (outcome) => w.bus.send(outcomes, [{ key: outcome.run_id, value: JSON.stringify(outcome) }]),
   });
 }
@@ -42,4 +44,9 @@ export function agentDefaultsOf(config: Pick<PlatformConfig, 'AGENTRUN_STEPS_PER
       gpu_schedule_to_start_s: config.AGENTRUN_GPU_SCHEDULE_TO_START_S,
     },
   };
+}
+
+/** The eval defaults from a service's configuration. */
+export function evalDefaultsOf(config: Pick<PlatformConfig, 'EVAL_PARALLELISM' | 'AGENTRUN_ERRORED_TURN_UNGRADED' | 'EVAL_CASE_HEARTBEAT_S'>): EvalDefaults {
+  return { parallelism: config.EVAL_PARALLELISM, errored_ungraded: config.AGENTRUN_ERRORED_TURN_UNGRADED, case_heartbeat_s: config.EVAL_CASE_HEARTBEAT_S };
 }

@@ -33,6 +33,11 @@ export const platformSpec = {
    */
   TOOL_PACE_TICKS: int(4, 0, 1_000),
   TOOL_PACE_MS: int(0, 0, 60_000),
+  /** Eval cases in flight at once per run, and how soon a cancel or a dead worker is noticed. */
+  EVAL_PARALLELISM: int(4, 1, 64),
+  EVAL_CASE_HEARTBEAT_S: int(5, 1, 600),
+  /** Cases failed for a reason the agent did not cause are left ungraded instead of scored 0. */
+  AGENTRUN_ERRORED_TURN_UNGRADED: bool(false),
   /** A model reply or tool output larger than this goes to the object store; history keeps a reference. */
   AGENTRUN_PAYLOAD_INLINE_MAX_BYTES: int(128 * 1024, 1_024, 1_500_000),
   LOG_JSON: bool(false),

@@ -12,6 +12,8 @@ export const REJECTION_REASONS = [
   'run_closed',
   'validator_rejected',
   'not_a_reviewer',
+  'nothing_to_retry',
+  'run_active',
   'not_supported',
   'internal_error',
 ] as const;

@@ -4,3 +4,4 @@ export * from './projection';
 export * from './cursor';
 export * from './read-model';
 export * from './ledgers';
+export * from './tokens';

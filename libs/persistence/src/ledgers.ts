@@ -48,6 +48,15 @@ export class CommandLedger {
     );
   }
 
+  /** Marks a run started on behalf of another command (retry-failed) as taken, like a start command. */
+  async recordStart(org: string, commandId: string, runId: string): Promise<void> {
+    await this.db.query(
+      `INSERT INTO command_ledger (org, command_id, type, run_id, outcome, decided_at) VALUES ($1, $2, 'eval.start', $3, 'accepted', now())
+       ON CONFLICT (org, command_id) DO NOTHING`,
+      [org, `${commandId}#start`, runId],
+    );
+  }
+
   /** The command id of the accepted start of this run, if it ever had one (outlives Temporal's retention). */
   async acceptedStart(org: string, runId: string): Promise<string | undefined> {
     const rows: { command_id: string }[] = await this.db.query(

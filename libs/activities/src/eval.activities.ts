@@ -1,0 +1,73 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { createHash } from 'node:crypto';
+import type { EffectLedger } from '@agentrun/persistence';
+import { CASE_ERROR_TYPES, type CaseErrorType, type CaseOutcome, type CaseRequest, type EvalActivities } from '@agentrun/workflows';
+
+export interface EvalActivityDeps {
+  effects: EffectLedger;
+  /** A case's GPU time: this many heartbeating ticks of `tickMs`. */
+  ticks: number;
+  tickMs: number;
+  /** Chance of a transient GPU error per attempt (retried by policy; shows only as attempts). */
+  hiccupFraction: number;
+}
+
+/** A reproducible number in [0, 1) for a seed: the same run and case roll the same, a retry run rolls again. */
+export function roll(seed: string): number {
+  return createHash('sha256').update(seed).digest().readUInt32BE(0) / 2 ** 32;
+}
+
+function caseFailed(outcome: CaseOutcome): never {
+  throw ApplicationFailure.create({
+    message: `case ${outcome.case_id} failed the benchmark (${outcome.error_type})`,
+    type: 'CaseFailed',
+    nonRetryable: true,
+    details: [{ error_type: outcome.error_type }],
+  });
+}
+
+export function createEvalActivities(deps: EvalActivityDeps): EvalActivities {
+  return {
+    /**
+     * One benchmark case on the GPU lane. Heartbeats each tick (a cancel is seen at the next one;
+     * a retry resumes after the last tick), and is idempotent by `run:case` through the ledger:
+     * a retry after a lost completion returns the recorded result and runs nothing.
+     */
+    async runCase(request: CaseRequest): Promise<CaseOutcome> {
+      const ctx = Context.current();
+      const { attempt } = ctx.info;
+      const recorded = await deps.effects.find<CaseOutcome>(request.key);
+      if (recorded) {
+        const outcome = { ...recorded.result, attempt, duplicate: true };
+        return outcome.ok ? outcome : caseFailed(outcome);
+      }
+      // Seeded by run and case (as the reference did), not by org: a run reproduces itself, a retry run rolls again.
+      const seed = `${request.run_id}:${request.case_id}`;
+      if (roll(`${seed}:attempt${attempt}`) < deps.hiccupFraction) {
+        throw ApplicationFailure.retryable(`transient GPU error on ${request.case_id} (attempt ${attempt})`, 'GpuHiccup');
+      }
+      const details = ctx.info.heartbeatDetails as { tick?: unknown } | undefined;
+      const from = typeof details?.tick === 'number' ? details.tick : 0;
+      for (let tick = from; tick < deps.ticks; tick++) {
+        ctx.heartbeat({ tick: tick + 1, of: deps.ticks });
+        await ctx.sleep(deps.tickMs);
+      }
+      ctx.heartbeat({ tick: deps.ticks, of: deps.ticks });
+      const ok = roll(seed) >= request.fail_fraction;
+      const errorType: CaseErrorType = CASE_ERROR_TYPES[Math.floor(roll(`${seed}:error`) * CASE_ERROR_TYPES.length)];
+      const outcome: CaseOutcome = {
+        key: request.key,
+        case_id: request.case_id,
+        ok,
+        score: ok ? Math.round((0.5 + roll(`${seed}:score`) / 2) * 1000) / 1000 : 0,
+        attempt,
+        duplicate: false,
+        ...(ok ? {} : { error_type: errorType }),
+      };
+      const stored = await deps.effects.record(request.key, 'eval_case', outcome, attempt);
+      const result = stored.duplicate ? { ...stored.result, attempt, duplicate: true } : stored.result;
+      return result.ok ? result : caseFailed(result);
+    },
+  };
+}

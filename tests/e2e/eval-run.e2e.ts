@@ -1,0 +1,133 @@
+import { Platform, uniqueId } from '../support/platform';
+import { waitFor } from '../support/wait';
+
+interface EvalState {
+  status: string;
+  total: number;
+  done: number;
+  counts: { ok: number; failed: number; ungraded: number };
+  score: number | null;
+  cases: Record<string, { status: string; attempts?: number; error_type?: string; score?: number }>;
+  approved_by?: string;
+  parent_run_id?: string;
+}
+
+describe('EvalRun and its console', () => {
+  // Hiccups on 40% of attempts, so a run of 8 cases retries some; 4 ticks of 150 ms per case.
+  const platform = new Platform({ CASE_HICCUP_PER_MILLE: '400', CASE_TICK_MS: '150', EVAL_CASE_HEARTBEAT_S: '2' });
+  const org = 'acme';
+  beforeAll(() => platform.start());
+  afterAll(() => platform.stop());
+
+  const stateOf = async (runId: string): Promise<EvalState> => (await platform.http('GET', `/runs/${runId}`, { org })).body.state as EvalState;
+  const startEval = (body: Record<string, unknown>, headers: Record<string, string> = {}) => platform.http('POST', '/evals', { org, body, headers });
+
+  it('runs its cases with failures and hiccups, waits for review, and a listed reviewer publishes it once', async () => {
+    const runId = uniqueId('eval');
+    const started = await startEval({ run_id: runId, model: 'm-1', suite: 'smoke', cases: 8, fail_fraction: 0.3, reviewers: ['alice'] });
+    expect(started.status).toBe(202);
+    await platform.waitForStatus(org, runId, 'awaiting_review');
+    const state = await stateOf(runId);
+    expect(state).toMatchObject({ total: 8, done: 8 });
+    expect(state.counts.ok + state.counts.failed).toBe(8);
+    const views = Object.values(state.cases);
+    // Hiccups show only as attempts: a case is failed only by the benchmark, never by a hiccup.
+    expect(views.some((c) => (c.attempts ?? 1) > 1)).toBe(true);
+    for (const view of views.filter((c) => c.status === 'failed')) expect(view.error_type).toBeDefined();
+    const [{ n }] = await platform.query<{ n: string }>(`SELECT count(*) AS n FROM effect_ledger WHERE starts_with(idempotency_key, $1)`, [`${org}/${runId}:`]);
+    expect(Number(n)).toBe(8);
+
+    const stranger = await platform.http('POST', `/runs/${runId}/approve`, { org, body: { reviewer: 'mallory' } });
+    expect(stranger.status).toBe(422);
+    expect(stranger.body.reason).toBe('not_a_reviewer');
+    const approve = () => platform.http('POST', `/runs/${runId}/approve`, { org, body: { reviewer: 'alice' }, headers: { 'Idempotency-Key': `approve-${runId}` } });
+    expect((await approve()).status).toBe(202);
+    expect((await approve()).body.outcome).toBe('duplicate');
+    await platform.waitForStatus(org, runId, 'published');
+    expect((await stateOf(runId)).approved_by).toBe('alice');
+    const published = await platform.query<{ n: string }>(
+      `SELECT count(*) AS n FROM run_events WHERE org = $1 AND run_id = $2 AND event->'payload'->'state'->>'status' = 'published' AND type = 'status_changed'`,
+      [org, runId],
+    );
+    expect(Number(published[0].n)).toBe(1);
+
+    // retry-failed carries exactly the failed cases, with a parent link.
+    const failed = Object.entries(state.cases).filter(([, c]) => c.status === 'failed').map(([id]) => id).sort();
+    const retry = await platform.http('POST', `/runs/${runId}/retry-failed`, { org, body: {} });
+    if (failed.length === 0) {
+      expect(retry.status).toBe(409);
+      return;
+    }
+    expect(retry.status).toBe(202);
+    const retryId = `${runId}-retry-1`;
+    await platform.waitForStatus(org, retryId, 'awaiting_review');
+    const retried = await platform.http('GET', `/runs/${retryId}`, { org });
+    expect(Object.keys(retried.body.state.cases).sort()).toEqual(failed);
+    expect(retried.body.parent_run_id).toBe(runId);
+  });
+
+  it('cancel stops the cases within a heartbeat and nothing more runs', async () => {
+    const runId = uniqueId('eval-cancel');
+    await startEval({ run_id: runId, model: 'm-1', suite: 'long', cases: 40, fail_fraction: 0 });
+    await waitFor('a first finished case', async () => ((await stateOf(runId))?.done ?? 0) >= 1, 60_000);
+    expect((await platform.http('POST', `/runs/${runId}/cancel`, { org, body: {} })).status).toBe(202);
+    await platform.waitForStatus(org, runId, 'cancelled');
+    const state = await stateOf(runId);
+    expect(state.done).toBeLessThan(40);
+    const countEffects = async () =>
+      Number((await platform.query<{ n: string }>(`SELECT count(*) AS n FROM effect_ledger WHERE starts_with(idempotency_key, $1)`, [`${org}/${runId}:`]))[0].n);
+    // Every effect is a finished case; nothing ran after the cancel.
+    expect(await countEffects()).toBe(state.done);
+    const statuses = (await platform.query<{ s: string }>(`SELECT event->'payload'->'state'->>'status' AS s FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq`, [org, runId])).map((r) => r.s);
+    expect(statuses.slice(-2)).toEqual(['cancelling', 'cancelled']);
+  });
+
+  it('retry-failed answers 409 while a run is active and for another org 404', async () => {
+    const runId = uniqueId('eval-busy');
+    await startEval({ run_id: runId, model: 'm-1', suite: 'long', cases: 30, fail_fraction: 0.5 });
+    await platform.waitForStatus(org, runId, 'running');
+    const busy = await platform.http('POST', `/runs/${runId}/retry-failed`, { org, body: {} });
+    expect(busy.status).toBe(409);
+    expect(busy.body.reason).toBe('run_active');
+    expect((await platform.http('POST', `/runs/${runId}/retry-failed`, { org: 'globex', body: {} })).status).toBe(404);
+    expect((await platform.http('POST', `/runs/${runId}/approve`, { org: 'globex', body: { reviewer: 'alice' } })).status).toBe(404);
+    await platform.http('POST', `/runs/${runId}/cancel`, { org, body: {} });
+    await platform.waitForStatus(org, runId, 'cancelled');
+  });
+
+  it('POST /evals validates its body', async () => {
+    expect((await startEval({ model: 'm', suite: 's' })).status).toBe(400);
+    expect((await startEval({ model: 'm', suite: 's', cases: 501 })).status).toBe(400);
+    expect((await startEval({ model: 'm', suite: 's', cases: 3, fail_fraction: 2 })).status).toBe(400);
+  });
+});
+
+describe('errored cases ungraded (AGENTRUN_ERRORED_TURN_UNGRADED)', () => {
+  it('the same seeded run: off, every failure scores 0; on, failures the agent did not cause are ungraded', async () => {
+    const runId = uniqueId('eval-seeded');
+    const results: Record<string, { counts: { ok: number; failed: number; ungraded: number }; score: number | null; cases: Record<string, { status: string; error_type?: string }> }> = {};
+    // Two orgs, so the two runs have distinct workflow ids; the rolls are seeded by run id and case.
+    for (const [flag, org] of [['false', 'acme'], ['true', 'acme-flagged']]) {
+      const platform = new Platform({ AGENTRUN_ERRORED_TURN_UNGRADED: flag, CASE_TICK_MS: '20', CASE_HICCUP_PER_MILLE: '0' });
+      await platform.start();
+      try {
+        await platform.http('POST', '/evals', { org, body: { run_id: runId, model: 'm', suite: 's', cases: 24, fail_fraction: 0.5 } });
+        await platform.waitForStatus(org, runId, 'awaiting_review');
+        results[flag] = (await platform.http('GET', `/runs/${runId}`, { org })).body.state;
+      } finally {
+        await platform.stop();
+      }
+    }
+    const off = results.false;
+    const on = results.true;
+    expect(off.counts.ungraded).toBe(0);
+    const notTheAgents = Object.values(off.cases).filter((c) => c.status === 'failed' && c.error_type !== 'agent_error').length;
+    expect(notTheAgents).toBeGreaterThan(0);
+    expect(on.counts).toEqual({ ok: off.counts.ok, failed: off.counts.failed - notTheAgents, ungraded: notTheAgents });
+    for (const [id, c] of Object.entries(on.cases)) {
+      if (c.status === 'ungraded') expect(off.cases[id]).toMatchObject({ status: 'failed', error_type: c.error_type });
+      if (off.cases[id].error_type === 'agent_error') expect(c.status).toBe('failed');
+    }
+    expect(on.score).not.toBe(off.score);
+  });
+});
