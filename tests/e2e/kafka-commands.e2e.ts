@@ -195,6 +195,8 @@ describe('commands published to Kafka by an outside system', () => {
     const statuses = (await platform.query<{ event: RunEvent }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [org, runId])).map(
       (r) => r.event.payload.state?.status,
     );
-    expect(statuses.slice(-3)).toEqual(['paused', 'cancelling', 'cancelled']);
+    // A step in flight when a control arrives still completes, so a status may repeat; its changes may not.
+    const changes = statuses.filter((status, i) => i === 0 || status !== statuses[i - 1]);
+    expect(changes.slice(-3)).toEqual(['paused', 'cancelling', 'cancelled']);
   });
 });

@@ -46,6 +46,24 @@ export const OPENAPI_DOCUMENT = {
         responses: { 202: accepted, 400: problem, 401: problem, 409: problem, 413: problem, 503: problem },
       },
     },
+    '/evals': {
+      post: {
+        summary: 'Start an evaluation run',
+        parameters: [org, idempotency],
+        requestBody: {
+          required: true,
+          content: {
+            'application/json': {
+              schema: {
+                allOf: [COMMAND_PAYLOAD_SCHEMAS['eval.start']],
+                properties: { run_id: { type: 'string', pattern: RUN_ID_PATTERN } },
+              },
+            },
+          },
+        },
+        responses: { 202: accepted, 400: problem, 401: problem, 409: problem, 413: problem, 503: problem },
+      },
+    },
     '/runs': {
       get: {
         summary: "The org's runs, newest first",
@@ -75,7 +93,9 @@ export const OPENAPI_DOCUMENT = {
     },
     '/runs/{id}/pause': control('Pause an agent run', 'agent.pause'),
     '/runs/{id}/resume': control('Resume an agent run', 'agent.resume'),
-    '/runs/{id}/cancel': control('Cancel an agent run', 'agent.cancel'),
+    '/runs/{id}/cancel': control('Cancel a run (agent or eval)', 'agent.cancel'),
+    '/runs/{id}/approve': control('Approve an eval run awaiting review (a listed reviewer; 422 otherwise)', 'eval.approve'),
+    '/runs/{id}/retry-failed': control('Start {id}-retry-{n} over the failed and ungraded cases (409 when none or still running)', 'eval.retry_failed'),
     '/runs/{id}/inject-context': control('Add context to an agent run', 'agent.inject_context'),
     '/runs/{id}/change-goal': control("Change an agent run's goal", 'agent.change_goal'),
     '/session': {
