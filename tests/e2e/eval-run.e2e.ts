@@ -130,4 +130,51 @@ describe('errored cases ungraded (AGENTRUN_ERRORED_TURN_UNGRADED)', () => {
     }
     expect(on.score).not.toBe(off.score);
   });
+
+  it('retry-failed carries exactly the failed and the ungraded cases', async () => {
+    const platform = new Platform({ AGENTRUN_ERRORED_TURN_UNGRADED: 'true', CASE_TICK_MS: '20', CASE_HICCUP_PER_MILLE: '0' });
+    await platform.start();
+    try {
+      const runId = uniqueId('eval-retry');
+      await platform.http('POST', '/evals', { org: 'acme', body: { run_id: runId, model: 'm', suite: 's', cases: 24, fail_fraction: 0.5 } });
+      await platform.waitForStatus('acme', runId, 'awaiting_review');
+      const state = (await platform.http('GET', `/runs/${runId}`, { org: 'acme' })).body.state as { cases: Record<string, { status: string }> };
+      const expected = Object.entries(state.cases).filter(([, c]) => c.status === 'failed' || c.status === 'ungraded').map(([id]) => id).sort();
+      expect(Object.values(state.cases).some((c) => c.status === 'ungraded')).toBe(true);
+      expect((await platform.http('POST', `/runs/${runId}/retry-failed`, { org: 'acme', body: {} })).status).toBe(202);
+      await platform.waitForStatus('acme', `${runId}-retry-1`, 'awaiting_review');
+      const retry = await platform.http('GET', `/runs/${runId}-retry-1`, { org: 'acme' });
+      expect(Object.keys(retry.body.state.cases).sort()).toEqual(expected);
+      expect(retry.body.parent_run_id).toBe(runId);
+    } finally {
+      await platform.stop();
+    }
+  });
+});
+
+describe('eval commands over Kafka', () => {
+  const platform = new Platform({ CASE_TICK_MS: '20', CASE_HICCUP_PER_MILLE: '0' });
+  beforeAll(() => platform.start());
+  afterAll(() => platform.stop());
+
+  it("another org's eval run is no run: approve, cancel and retry-failed are unknown_run", async () => {
+    const outcomes = await platform.follow<{ command_id: string; outcome: string; reason?: string }>('agentrun.command-results.v1');
+    const runId = uniqueId('eval-kafka');
+    await platform.publishCommand({ command_id: uniqueId('c'), type: 'eval.start', org: 'acme', run_id: runId, payload: { model: 'm', suite: 's', cases: 4, reviewers: ['alice'] } });
+    await platform.waitForStatus('acme', runId, 'awaiting_review');
+    const foreign = [
+      { command_id: uniqueId('c'), type: 'eval.approve', org: 'globex', run_id: runId, payload: { reviewer: 'alice' } },
+      { command_id: uniqueId('c'), type: 'eval.cancel', org: 'globex', run_id: runId, payload: {} },
+      { command_id: uniqueId('c'), type: 'eval.retry_failed', org: 'globex', run_id: runId, payload: {} },
+    ];
+    for (const command of foreign) await platform.publishCommand(command);
+    await waitFor('three outcomes', () => foreign.every((c) => outcomes.some((o) => o.value.command_id === c.command_id)), 60_000);
+    for (const command of foreign) {
+      expect(outcomes.find((o) => o.value.command_id === command.command_id)?.value).toMatchObject({ outcome: 'rejected', reason: 'unknown_run' });
+    }
+    // The owner approves over Kafka.
+    const approve = { command_id: uniqueId('c'), type: 'eval.approve', org: 'acme', run_id: runId, payload: { reviewer: 'alice' } };
+    await platform.publishCommand(approve);
+    await platform.waitForStatus('acme', runId, 'published');
+  });
 });
