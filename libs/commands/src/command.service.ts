@@ -131,7 +131,14 @@ export class CommandService {
       await this.deps.publishOutcome(outcome);
       return outcome;
     }
-    const outcome = this.outcome(command, await decide());
+    let decision: Decision;
+    try {
+      decision = await decide();
+    } catch (err) {
+      if (err instanceof TransientCommandError) await this.deps.ledger.release(command.org, command.command_id);
+      throw err;
+    }
+    const outcome = this.outcome(command, decision);
     await this.deps.ledger.decide(outcome);
     await this.deps.publishOutcome(outcome);
     return outcome;

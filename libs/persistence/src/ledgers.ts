@@ -40,6 +40,14 @@ export class CommandLedger {
     return row?.outcome ? { state: 'decided', decided: row } : { state: 'busy' };
   }
 
+  /** Gives up a claim without deciding (Temporal was out of reach), so a retry may take it at once. */
+  async release(org: string, commandId: string): Promise<void> {
+    await this.db.query(
+      `UPDATE command_ledger SET claimed_at = '-infinity' WHERE org = $1 AND command_id = $2 AND outcome IS NULL`,
+      [org, commandId],
+    );
+  }
+
   async decide(outcome: CommandOutcome): Promise<void> {
     await this.db.query(
       `UPDATE command_ledger SET outcome = $3, reason = $4, message = $5, decided_at = now()
