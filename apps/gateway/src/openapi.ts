@@ -23,47 +23,31 @@ function control(summary: string, type: keyof typeof COMMAND_PAYLOAD_SCHEMAS) {
   };
 }
 
+function start(summary: string, type: 'agent.start' | 'eval.start') {
+  return {
+    post: {
+      summary,
+      parameters: [org, idempotency],
+      requestBody: {
+        required: true,
+        content: {
+          'application/json': {
+            schema: { allOf: [COMMAND_PAYLOAD_SCHEMAS[type]], properties: { run_id: { type: 'string', pattern: RUN_ID_PATTERN } } },
+          },
+        },
+      },
+      responses: { 202: accepted, 400: problem, 401: problem, 409: problem, 413: problem, 503: problem },
+    },
+  };
+}
+
 /** The OpenAPI document served at /docs, built from the contracts' schemas. */
 export const OPENAPI_DOCUMENT = {
   openapi: '3.1.0',
   info: { title: 'AgentRun gateway', version: '1' },
   paths: {
-    '/agents': {
-      post: {
-        summary: 'Start an agent run',
-        parameters: [org, idempotency],
-        requestBody: {
-          required: true,
-          content: {
-            'application/json': {
-              schema: {
-                allOf: [COMMAND_PAYLOAD_SCHEMAS['agent.start']],
-                properties: { run_id: { type: 'string', pattern: RUN_ID_PATTERN } },
-              },
-            },
-          },
-        },
-        responses: { 202: accepted, 400: problem, 401: problem, 409: problem, 413: problem, 503: problem },
-      },
-    },
-    '/evals': {
-      post: {
-        summary: 'Start an evaluation run',
-        parameters: [org, idempotency],
-        requestBody: {
-          required: true,
-          content: {
-            'application/json': {
-              schema: {
-                allOf: [COMMAND_PAYLOAD_SCHEMAS['eval.start']],
-                properties: { run_id: { type: 'string', pattern: RUN_ID_PATTERN } },
-              },
-            },
-          },
-        },
-        responses: { 202: accepted, 400: problem, 401: problem, 409: problem, 413: problem, 503: problem },
-      },
-    },
+    '/agents': start('Start an agent run', 'agent.start'),
+    '/evals': start('Start an evaluation run', 'eval.start'),
     '/runs': {
       get: {
         summary: "The org's runs, newest first",

@@ -310,25 +310,17 @@ export class CommandService {
   }
 
   private async approve(command: CommandOf<'eval.approve'>): Promise<Decision> {
-    const target = await this.target(command, 'eval');
-    if (!('handle' in target)) return target;
-    try {
-      const result = await target.handle.executeUpdate(approveUpdate, {
-        args: [{ command_id: command.command_id, reviewer: command.payload.reviewer }],
-        updateId: command.command_id,
-      });
-      return { outcome: 'accepted', message: result };
-    } catch (err) {
-      if ((err as Error).name === 'WorkflowUpdateFailedError') {
-        const message = (err as { cause?: Error }).cause?.message ?? (err as Error).message;
-        return message.startsWith('not_a_reviewer')
+    return this.update(
+      command,
+      'eval',
+      (handle) => handle.executeUpdate(approveUpdate, { args: [{ command_id: command.command_id, reviewer: command.payload.reviewer }], updateId: command.command_id }),
+      (message) =>
+        message.startsWith('not_a_reviewer')
           ? { outcome: 'rejected', reason: 'not_a_reviewer', message: message.replace(/^not_a_reviewer: /, '') }
-          : { outcome: 'rejected', reason: 'validator_rejected', message };
-      }
-      if (err instanceof WorkflowNotFoundError) return { outcome: 'rejected', reason: 'run_closed', message: `run '${command.run_id}' has already ended` };
-      throw err;
-    }
+          : { outcome: 'rejected', reason: 'validator_rejected', message },
+    );
   }
+
 
   /** Looks the run up in its org and checks its kind and that it is still open. */
   private async target(command: Command, kind: 'agent' | 'eval'): Promise<{ handle: WorkflowHandle } | Decision> {
@@ -370,22 +362,30 @@ export class CommandService {
   }
 
   private async changeGoal(command: CommandOf<'agent.change_goal'>): Promise<Decision> {
-    const target = await this.target(command, 'agent');
+    return this.update(
+      command,
+      'agent',
+      (handle) => handle.executeUpdate(changeGoalUpdate, { args: [{ command_id: command.command_id, goal: command.payload.goal }], updateId: command.command_id }),
+      (message) => ({ outcome: 'rejected', reason: 'validator_rejected', message }),
+    );
+  }
+
+  /** Sends an Update to a run of this org: its validator's refusal becomes the rejection, never history. */
+  private async update(
+    command: Command,
+    kind: 'agent' | 'eval',
+    send: (handle: WorkflowHandle) => Promise<string>,
+    refused: (message: string) => Decision,
+  ): Promise<Decision> {
+    const target = await this.target(command, kind);
     if (!('handle' in target)) return target;
     try {
-      const result = await target.handle.executeUpdate(changeGoalUpdate, {
-        args: [{ command_id: command.command_id, goal: command.payload.goal }],
-        updateId: command.command_id,
-      });
-      return { outcome: 'accepted', message: result };
+      return { outcome: 'accepted', message: await send(target.handle) };
     } catch (err) {
-      const name = (err as Error).name;
-      if (name === 'WorkflowUpdateFailedError') {
-        const cause = (err as { cause?: Error }).cause;
-        return { outcome: 'rejected', reason: 'validator_rejected', message: cause?.message ?? (err as Error).message };
-      }
+      if ((err as Error).name === 'WorkflowUpdateFailedError') return refused((err as { cause?: Error }).cause?.message ?? (err as Error).message);
       if (err instanceof WorkflowNotFoundError) return { outcome: 'rejected', reason: 'run_closed', message: `run '${command.run_id}' has already ended` };
       throw err;
     }
   }
+
 }
