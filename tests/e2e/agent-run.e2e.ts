@@ -50,6 +50,11 @@ describe('AgentRun on the real servers', () => {
     const runId = uniqueId('stall');
     await start(runId, 3);
     const [held] = await waitFor('a GPU step in flight', async () => (await leasesOf(runId)).length > 0 && leasesOf(runId), 60_000, 20);
+    // Kill only once the server holds a heartbeat of this attempt: that is what the retry resumes from.
+    await waitFor('a recorded heartbeat', async () => {
+      const { raw } = await client.workflow.getHandle(`${org}/${runId}`).describe();
+      return (raw.pendingActivities ?? []).some((a) => (a.heartbeatDetails?.payloads?.length ?? 0) > 0);
+    }, 30_000, 20);
     expect(await platform.stopApp('gpu-worker', 'SIGKILL')).toBe(-1);
     await platform.startApp('gpu-worker');
     await platform.waitForStatus(org, runId, 'done');
