@@ -1,5 +1,5 @@
 import { status as grpcStatus } from '@grpc/grpc-js';
-import { WorkflowNotFoundError, type Client, type WorkflowHandle, type WorkflowStartOptions } from '@temporalio/client';
+import { WorkflowNotFoundError, type Client, type WorkflowExecutionDescription, type WorkflowHandle, type WorkflowStartOptions } from '@temporalio/client';
 import { defineSearchAttributeKey, WorkflowExecutionAlreadyStartedError, type SearchAttributePair } from '@temporalio/common';
 import {
   DEFAULT_MAX_STEPS,
@@ -273,15 +273,9 @@ export class CommandService {
 
   /** A new run `{id}-retry-{n}` over the failed and ungraded cases of a finished eval run. */
   private async retryFailed(command: CommandOf<'eval.retry_failed'>): Promise<Decision> {
-    const handle = this.deps.temporal.workflow.getHandle(workflowIdFor(command.org, command.run_id));
-    let description;
-    try {
-      description = await handle.describe();
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return this.unknownRun(command);
-      throw err;
-    }
-    if (description.type !== 'EvalRun') return { outcome: 'rejected', reason: 'wrong_kind', message: `run '${command.run_id}' is not an eval run` };
+    const found = await this.lookUp(command, 'eval');
+    if (!('handle' in found)) return found;
+    const { handle, description } = found;
     const state = await handle.query(evalStatusQuery);
     if (!['awaiting_review', 'published', 'cancelled', 'failed'].includes(state.status)) {
       return { outcome: 'rejected', reason: 'run_active', message: `run '${command.run_id}' is still ${state.status}; retry its failed cases when it has finished` };
@@ -322,10 +316,10 @@ export class CommandService {
   }
 
 
-  /** Looks the run up in its org and checks its kind and that it is still open. */
-  private async target(command: Command, kind: 'agent' | 'eval'): Promise<{ handle: WorkflowHandle } | Decision> {
+  /** Looks the run up in its org and checks its kind. */
+  private async lookUp(command: Command, kind: 'agent' | 'eval'): Promise<{ handle: WorkflowHandle; description: WorkflowExecutionDescription } | Decision> {
     const handle = this.deps.temporal.workflow.getHandle(workflowIdFor(command.org, command.run_id));
-    let description;
+    let description: WorkflowExecutionDescription;
     try {
       description = await handle.describe();
     } catch (err) {
@@ -335,6 +329,14 @@ export class CommandService {
     if (description.type !== WORKFLOW_TYPE_OF_KIND[kind]) {
       return { outcome: 'rejected', reason: 'wrong_kind', message: `run '${command.run_id}' is not an ${kind} run` };
     }
+    return { handle, description };
+  }
+
+  /** Looks the run up in its org and checks its kind and that it is still open. */
+  private async target(command: Command, kind: 'agent' | 'eval'): Promise<{ handle: WorkflowHandle } | Decision> {
+    const found = await this.lookUp(command, kind);
+    if (!('handle' in found)) return found;
+    const { handle, description } = found;
     // A run that reached a terminal status is closed even while it finishes publishing its last events.
     const shown = description.typedSearchAttributes.get(AGENT_STATUS_KEY);
     if (description.status.name !== 'RUNNING' || (shown !== undefined && isTerminal(shown))) {
