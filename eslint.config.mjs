@@ -29,7 +29,7 @@ if (!process.env.NX_TASK_TARGET_PROJECT) {
   }
 }
 
-const TS_FILES = ['apps/**/*.ts', 'libs/**/*.ts', 'tests/**/*.ts'];
+const TS_FILES = ['apps/**/*.ts', 'libs/**/*.ts', 'libs/**/*.tsx', 'tests/**/*.ts'];
 
 // Files that no tsconfig.json includes (the app/lib tsconfigs exclude `*.spec.ts`; tests/ has no tsconfig
 // yet) are type-checked in the project service's default project, built from tsconfig.base.json. Its globs
@@ -144,6 +144,8 @@ export default tseslint.config(
             { sourceTag: 'type:lib', onlyDependOnLibsWithTags: ['type:lib'], notDependOnLibsWithTags: ['type:app'] },
             // Infrastructure adapters (config/kafka/persistence/runtime) sit below the domain libs.
             { sourceTag: 'layer:infra', notDependOnLibsWithTags: ['layer:domain'] },
+            // The dashboard runs in a browser: of our libs it may use only the contracts.
+            { sourceTag: 'layer:ui', onlyDependOnLibsWithTags: ['scope:contracts'] },
             // Apps compose libraries; they never import another app.
             { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:lib'], notDependOnLibsWithTags: ['type:app'] },
           ],

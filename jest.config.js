@@ -1,4 +1,7 @@
-/** Two tiers, split by file name: `*.spec.ts` are unit tests, `tests/e2e/*.e2e.ts` run against the real stack. */
+/**
+ * Three tiers, split by file name: `*.spec.ts` are unit tests, `tests/e2e/*.e2e.ts` run against the real
+ * stack, and `tests/browser/*.browser.ts` drive the dashboard in Chromium against the real stack.
+ */
 const swc = [
   '@swc/jest',
   {
@@ -32,6 +35,13 @@ module.exports = {
       ...shared,
       displayName: 'e2e',
       testMatch: ['<rootDir>/tests/e2e/**/*.e2e.ts'],
+      setupFilesAfterEnv: ['<rootDir>/tests/support/e2e-setup.ts'],
+      slowTestThreshold: 60,
+    },
+    {
+      ...shared,
+      displayName: 'browser',
+      testMatch: ['<rootDir>/tests/browser/**/*.browser.ts'],
       setupFilesAfterEnv: ['<rootDir>/tests/support/e2e-setup.ts'],
       slowTestThreshold: 60,
     },

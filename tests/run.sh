@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test, tier by tier, against one shared stack (started here if it is not up).
 #
-#   bash tests/run.sh           lint, unit, e2e
-#   bash tests/run.sh unit|lint|e2e
+#   bash tests/run.sh           lint, unit, e2e, browser
+#   bash tests/run.sh unit|lint|e2e|browser
 #
 # Each tier's time is printed, and the last line totals the tests: "tests: N passed, N failed".
 set -uo pipefail
@@ -59,16 +59,26 @@ tier build npm run --silent build || { echo "build failed"; exit 1; }
 case "$only" in all | lint) tier lint npm run --silent lint ;; esac
 case "$only" in all | unit) tier unit jest_tier unit ;; esac
 case "$only" in
-  all | e2e)
+  all | e2e | browser)
     if ! bash deploy/local/stack.sh status >/dev/null 2>&1; then
       started_stack=1
       tier stack bash deploy/local/stack.sh up || { echo "the stack did not start"; exit 1; }
     fi
+    ;;
+esac
+case "$only" in
+  all | e2e)
     # --forceExit: the e2e tier restarts real servers and services; once every afterAll has run, a
     # socket that a restarted server left half-open must not keep the run alive (seen once in CI).
     tier e2e jest_tier e2e --runInBand --forceExit
     ;;
 esac
+
+browser_tier() { # the dashboard in Debian's Chromium (installed here when missing) against the real stack
+  bash deploy/local/ensure-chromium.sh || return 1
+  jest_tier browser --runInBand --forceExit
+}
+case "$only" in all | browser) tier browser browser_tier ;; esac
 
 if [ "$started_stack" = 1 ] && [ "${AGENTRUN_KEEP_STACK:-0}" != 1 ]; then
   bash deploy/local/stack.sh down >/dev/null 2>&1 || true

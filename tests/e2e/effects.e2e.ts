@@ -57,6 +57,21 @@ describe('effects happen once per idempotency key', () => {
     expect(first.duplicate).toBe(false);
   });
 
+  it("a fork meeting a call its parent recorded before the fork point reuses the parent's result: nothing billed", async () => {
+    const parentCall = { key: 'acme/parent:4:abc', org: 'acme', run_id: 'parent', messages: [{ role: 'user' as const, content: 'step 4' }], tools: [] };
+    const first: ModelReply = await attempt(1).run(activities().callModel, parentCall);
+    const billed = model.requests;
+    const forkCall = { ...parentCall, key: 'acme/fork:4:abc', run_id: 'fork', reuse_key: parentCall.key };
+    const reused: ModelReply = await attempt(1).run(activities().callModel, forkCall);
+    expect(model.requests).toBe(billed);
+    expect(reused).toMatchObject({ key: forkCall.key, content: first.content, duplicate: true });
+    const rows = await dataSource.query('SELECT effect FROM effect_ledger WHERE idempotency_key = $1', [forkCall.key]);
+    expect(rows).toEqual([{ effect: 'reuse:model' }]);
+    // A reuse key the parent never recorded is a call like any other.
+    await attempt(1).run(activities().callModel, { ...forkCall, key: 'acme/fork:5:def', reuse_key: 'acme/parent:5:def' });
+    expect(model.requests).toBe(billed + 1);
+  });
+
   it('a tool whose completion was lost does not run again, and its GPU lease is gone', async () => {
     const gpu = activities(GPU_TOOLS);
     const call = { key: 'acme/r2:2:def', org: 'acme', run_id: 'r2', tool: 'embed', args: { text: 'the parser leaks' } };

@@ -59,6 +59,9 @@ export class Platform {
   /** The deterministic OpenAI-compatible model server the orchestrator calls. */
   model?: ModelServer;
 
+  /** Settings for one app only, applied the next time it starts (e.g. a slower snapshotter). */
+  readonly appEnv: Partial<Record<AppName, Record<string, string>>> = {};
+
   constructor(private readonly extraEnv: Record<string, string> = {}) {
     this.kafka = new Kafka({ clientId: `e2e-${this.id}`, brokers: this.urls.kafkaBrokers, logLevel: logLevel.NOTHING });
     this.dataDir = join(REPO_ROOT, '.stack', 'test-runs', this.id);
@@ -117,6 +120,7 @@ export class Platform {
       MODEL_TIMEOUT_MS: '5000',
       [PORT_VARIABLE[app]]: String(this.ports[app]),
       ...this.extraEnv,
+      ...(this.appEnv[app] ?? {}),
     };
   }
 

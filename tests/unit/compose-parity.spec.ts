@@ -6,6 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
+import { platformSpec } from '@agentrun/config';
 import { SEARCH_ATTRIBUTES, TOPICS } from '@agentrun/contracts';
 
 const REPO_ROOT = join(__dirname, '..', '..');
@@ -334,6 +335,61 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
         POSTGRES_USER: stack.POSTGRES_USER,
         POSTGRES_PASSWORD: stack.POSTGRES_PASSWORD,
         POSTGRES_DB: stack.POSTGRES_DB,
+      });
+    });
+  });
+
+  // Not in the native stack (it keeps objects in OBJECT_STORE_DIR), so compared within the compose file:
+  // the apps must reach the MinIO service, with its credentials, in the bucket minio-init creates.
+  describe('minio, the object store of the compose apps', () => {
+    const S3_SETTINGS = Object.keys(platformSpec).filter((k) => k.startsWith('OBJECT_STORE_S3_'));
+
+    it('runs `server /data` on 9000 with its data on a named volume', () => {
+      const minio = service('minio');
+      expect(minio.image).toMatch(/^minio\/minio(:|$)/);
+      expect(argv(minio.command).slice(0, 2)).toEqual(['server', '/data']);
+      expect(portsOf(minio).map((p) => [p.host, p.container])).toContainEqual([9000, 9000]);
+      expect(namedMounts(minio).map((m) => m.target)).toContain('/data');
+    });
+
+    it('minio-init creates the bucket the apps use, on the minio service with its root credentials', () => {
+      const init = service('minio-init');
+      const env = envOf(service('minio'));
+      const args = [...argv(init.entrypoint), ...argv(init.command)];
+      expect(args).toEqual(['mc', 'mb', '--ignore-existing', `local/${envOf(service('gateway')).OBJECT_STORE_S3_BUCKET}`]);
+      const host = new URL(envOf(init).MC_HOST_local);
+      expect({ host: host.host, user: decodeURIComponent(host.username), password: decodeURIComponent(host.password) }).toEqual({
+        host: 'minio:9000',
+        user: env.MINIO_ROOT_USER,
+        password: env.MINIO_ROOT_PASSWORD,
+      });
+      expect(dependsOn(init)).toEqual({ minio: 'service_healthy' });
+    });
+
+    it('the S3 settings it sets are the platform config ones (a misspelt name would be silently ignored)', () => {
+      const set = Object.keys(envOf(service('gateway'))).filter((k) => k.startsWith('OBJECT_STORE_S3_'));
+      expect(S3_SETTINGS.length).toBeGreaterThan(0);
+      expect(set.sort()).toEqual([...S3_SETTINGS].sort());
+    });
+
+    describe.each(Object.keys(APPS) as AppName[])('%s', (app) => {
+      it('stores objects in the minio bucket, path-style, with the MinIO credentials, after minio-init', () => {
+        const env = envOf(service(app));
+        const minio = envOf(service('minio'));
+        expect({
+          bucket: env.OBJECT_STORE_S3_BUCKET,
+          endpoint: env.OBJECT_STORE_S3_ENDPOINT,
+          pathStyle: env.OBJECT_STORE_S3_FORCE_PATH_STYLE,
+          accessKey: env.AWS_ACCESS_KEY_ID,
+          secretKey: env.AWS_SECRET_ACCESS_KEY,
+        }).toEqual({
+          bucket: 'agentrun-snapshots',
+          endpoint: 'http://minio:9000',
+          pathStyle: 'true',
+          accessKey: minio.MINIO_ROOT_USER,
+          secretKey: minio.MINIO_ROOT_PASSWORD,
+        });
+        expect(dependsOn(service(app))).toMatchObject({ 'minio-init': 'service_completed_successfully' });
       });
     });
   });

@@ -24,6 +24,8 @@ const STATUS_FOR_REASON: Record<RejectionReason, number> = {
   run_active: 409,
   not_supported: 501,
   internal_error: 500,
+  unknown_snapshot: 404,
+  snapshot_unusable: 409,
 };
 
 /** The control routes and the command each sends. */
@@ -86,6 +88,12 @@ export class CommandsController {
     if (!type) throw new ProblemException(404, 'no such action', `'${action}' is not one of ${Object.keys(CONTROL_ROUTES).join(', ')}`);
     // One cancel route for both kinds: the run's kind picks the command.
     if (type === 'agent.cancel' && (await this.readModel.getRun(org, requireRunId(id)))?.kind === 'eval') type = 'eval.cancel';
+    if (type === 'agent.fork') {
+      // The route names the run forked from; the fork is a new run, its id given or made up.
+      const { run_id, ...rest } = body === undefined ? {} : asObject(body);
+      const forkId = run_id === undefined ? `agent-${randomUUID()}` : String(run_id);
+      return this.send(org, key, type, requireRunId(forkId), { ...rest, from_run_id: requireRunId(id) });
+    }
     return this.send(org, key, type, requireRunId(id), body === undefined ? {} : asObject(body));
   }
 

@@ -1,10 +1,12 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { commandServiceProvider } from '@agentrun/commands';
-import { CursorCodec, ReadModel, TokenStore } from '@agentrun/persistence';
+import { CursorCodec, ReadModel, SnapshotManifest, TokenStore } from '@agentrun/persistence';
+import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { CommandsController } from './commands.controller';
 import type { GatewayConfig } from './config';
+import { DashboardController } from './dashboard.controller';
 import { DocsController } from './docs.controller';
 import { LiveEventsHub } from './live-events.hub';
 import { OrgGuard } from './org';
@@ -12,13 +14,14 @@ import { ProblemFilter } from './problem';
 import { RunEventsController } from './run-events.controller';
 import { RunsController } from './runs.controller';
 import { SessionController } from './session.controller';
+import { OBJECT_STORE, SnapshotsController } from './snapshots.controller';
 
 @Module({})
 export class GatewayModule {
   static forRoot(config: GatewayConfig): DynamicModule {
     return {
       module: GatewayModule,
-      controllers: [HealthController, DocsController, RunsController, RunEventsController, CommandsController, SessionController],
+      controllers: [HealthController, DocsController, RunsController, RunEventsController, CommandsController, SessionController, SnapshotsController, DashboardController],
       providers: [
         { provide: PLATFORM_CONFIG, useValue: config },
         { provide: SERVICE_NAME, useValue: 'gateway' },
@@ -31,6 +34,8 @@ export class GatewayModule {
         OrgGuard,
         { provide: ReadModel, inject: [Database], useFactory: (db: Database) => new ReadModel(db.dataSource) },
         { provide: CursorCodec, useValue: new CursorCodec(config.CURSOR_SECRET) },
+        { provide: SnapshotManifest, inject: [Database], useFactory: (db: Database) => new SnapshotManifest(db.dataSource) },
+        { provide: OBJECT_STORE, useValue: createObjectStore(objectStoreConfigOf(config)) },
         commandServiceProvider(config),
         Readiness,
         { provide: READINESS_CHECKS, inject: [Database, Kafka, Temporal, LiveEventsHub], useFactory: (...checks: unknown[]) => checks },

@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createAgentActivities, LocalObjectStore, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
+import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { lanesFor } from '@agentrun/commands';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
@@ -43,6 +44,8 @@ export class TemporalWorkers extends LaneWorkers {
             timeoutMs: this.config.MODEL_TIMEOUT_MS,
           }),
           compensations: new GpuLeases(this.db.dataSource),
+          // Forks restore their snapshot here, where workspaces are prepared.
+          snapshots: { store: createObjectStore(objectStoreConfigOf(this.config)), maxBytes: this.config.SNAPSHOT_RESTORE_MAX_BYTES },
           pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
           payloads: { store: new LocalObjectStore(this.config.OBJECT_STORE_DIR), inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
         }),

@@ -6,6 +6,8 @@ export const snapshotterSpec = {
   SNAPSHOTTER_PORT: int(8084, 1, 65535),
   /** Captures at once; each one is mostly disk and network bound. */
   SNAPSHOT_SLOTS: int(2, 1, 32),
+  /** Simulated slowness before each capture; 0 in production. Fault tests use it to have a capture in flight. */
+  SNAPSHOT_PACE_MS: int(0, 0, 600_000),
 };
 export type SnapshotterConfig = ConfigOf<typeof snapshotterSpec>;
 export const loadSnapshotterConfig = () => loadConfig(snapshotterSpec);

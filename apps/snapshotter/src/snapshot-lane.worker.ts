@@ -1,13 +1,17 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createSnapshotActivities } from '@agentrun/activities';
 import { lanesFor } from '@agentrun/commands';
-import { LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
+import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
+import { Database, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { SnapshotterConfig } from './config';
 
-/** Serves the `snapshots` lane: workspace captures into the object store. */
+/** Serves the `snapshots` lane: captures (archive, trajectory, state) into the object store. */
 @Injectable()
 export class SnapshotLaneWorker extends LaneWorkers {
-  constructor(@Inject(PLATFORM_CONFIG) private readonly config: SnapshotterConfig) {
+  constructor(
+    @Inject(PLATFORM_CONFIG) private readonly config: SnapshotterConfig,
+    private readonly db: Database,
+  ) {
     super(config);
   }
 
@@ -16,7 +20,12 @@ export class SnapshotLaneWorker extends LaneWorkers {
       {
         taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).snapshots,
         maxConcurrentActivityTaskExecutions: this.config.SNAPSHOT_SLOTS,
-        activities: createSnapshotActivities({ workspaceRoot: this.config.WORKSPACE_ROOT, objectStoreDir: this.config.OBJECT_STORE_DIR }),
+        activities: createSnapshotActivities({
+          workspaceRoot: this.config.WORKSPACE_ROOT,
+          store: createObjectStore(objectStoreConfigOf(this.config)),
+          db: this.db.dataSource,
+          paceMs: this.config.SNAPSHOT_PACE_MS,
+        }),
       },
     ];
   }

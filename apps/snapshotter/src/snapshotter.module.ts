@@ -1,5 +1,5 @@
 import { Module, type DynamicModule } from '@nestjs/common';
-import { HealthController, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME } from '@agentrun/runtime';
+import { Database, HealthController, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME } from '@agentrun/runtime';
 import type { SnapshotterConfig } from './config';
 import { SnapshotLaneWorker } from './snapshot-lane.worker';
 
@@ -12,9 +12,10 @@ export class SnapshotterModule {
       providers: [
         { provide: PLATFORM_CONFIG, useValue: config },
         { provide: SERVICE_NAME, useValue: 'snapshotter' },
+        Database,
         SnapshotLaneWorker,
         Readiness,
-        { provide: READINESS_CHECKS, inject: [SnapshotLaneWorker], useFactory: (...checks: unknown[]) => checks },
+        { provide: READINESS_CHECKS, inject: [Database, SnapshotLaneWorker], useFactory: (...checks: unknown[]) => checks },
       ],
     };
   }

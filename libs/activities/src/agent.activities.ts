@@ -5,6 +5,7 @@ import type { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import type { AgentActivities, ModelCall, ModelReply, ToolCall, ToolResult } from '@agentrun/workflows';
 import { ChatError, type ChatClient, type ChatMessage } from './llm';
 import { inlineOrStore, type LocalObjectStore } from './payloads';
+import { restoreSnapshotActivity, type RestoreDeps } from './snapshot.activities';
 import { toolSpecsFor } from './tool-specs';
 import { BadArguments, type Tool } from './tools';
 import { Workspace } from './workspace';
@@ -22,6 +23,8 @@ export interface AgentActivityDeps {
   compensations?: GpuLeases;
   /** Simulated accelerator time per tool call (see TOOL_PACE_TICKS); none when absent. */
   pace?: { ticks: number; tickMs: number };
+  /** Where a fork's snapshot is restored from; set on the lane that prepares workspaces. */
+  snapshots?: Omit<RestoreDeps, 'workspaceRoot'>;
   /** Outputs larger than `inlineMaxBytes` go to this store; history keeps a reference. */
   payloads: { store: LocalObjectStore; inlineMaxBytes: number };
 }
@@ -62,10 +65,20 @@ function notServed(what: string): never {
  */
 export function createAgentActivities(deps: AgentActivityDeps): AgentActivities {
   const byName = new Map(deps.tools.map((t) => [t.name, t]));
+  const restore = deps.snapshots ? restoreSnapshotActivity({ workspaceRoot: deps.workspaceRoot, ...deps.snapshots }) : undefined;
 
-  async function once<T extends { duplicate: boolean }>(key: string, effect: string, run: (attempt: number) => Promise<T>): Promise<T> {
+  async function once<T extends { duplicate: boolean }>(key: string, effect: string, reuseKey: string | undefined, run: (attempt: number) => Promise<T>): Promise<T> {
     const recorded = await deps.effects.find<T>(key);
     if (recorded) return { ...recorded.result, duplicate: true };
+    if (reuseKey) {
+      // A fork meeting a call its parent made before the fork point: the parent's result, nothing spent.
+      // Recorded under the fork's key too (as a reuse, not an effect), so the fork's retries agree.
+      const parent = await deps.effects.find<T>(reuseKey);
+      if (parent) {
+        const stored = await deps.effects.record(key, `reuse:${effect}`, { ...parent.result, key }, Context.current().info.attempt);
+        return { ...stored.result, duplicate: true };
+      }
+    }
     const attempt = Context.current().info.attempt;
     const result = await run(attempt);
     const stored = await deps.effects.record(key, effect, result, attempt);
@@ -80,7 +93,7 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
 
     async runTool(call: ToolCall): Promise<ToolResult> {
       const tool = byName.get(call.tool) ?? notServed(`tool '${call.tool}'`);
-      return once(call.key, `tool:${call.tool}`, async (attempt) => {
+      return once(call.key, `tool:${call.tool}`, call.reuse_key, async (attempt) => {
         const info = Context.current().info;
         await deps.gpuLeases?.acquire(call.key, call.org, call.run_id, WORKER);
         try {
@@ -114,7 +127,7 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
     /** One bill per key. 429 and 5xx are retried by the workflow's policy; other 4xx never are. */
     async callModel(call: ModelCall): Promise<ModelReply> {
       const chat = deps.chat ?? notServed('the model');
-      return once(call.key, 'model', async (attempt) => {
+      return once(call.key, 'model', call.reuse_key, async (attempt) => {
         let reply;
         try {
           reply = await chat.complete(
@@ -141,6 +154,10 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
           duplicate: false,
         };
       });
+    },
+
+    async restoreSnapshot(input) {
+      return (restore ?? notServed('snapshot restore'))(input);
     },
 
     async compensate({ name }) {

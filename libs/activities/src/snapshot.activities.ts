@@ -1,68 +1,185 @@
 import { Context } from '@temporalio/activity';
-import { createWriteStream } from 'node:fs';
-import { mkdir, rename, rm } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
+import { ApplicationFailure } from '@temporalio/common';
+import { randomBytes } from 'node:crypto';
+import { mkdir, rename, rm, stat } from 'node:fs/promises';
+import { dirname } from 'node:path';
 import { Transform } from 'node:stream';
-import { pipeline } from 'node:stream/promises';
-import * as tar from 'tar';
+import { packDirectory, restoreArchive, type ObjectStore } from '@agentrun/archive';
+import { snapshotObjectKeys } from '@agentrun/contracts';
+import type { CaptureInput, CaptureProgress, CaptureResult, ForkState, RestoreResult, SnapshotActivities } from '@agentrun/workflows';
+import type { DataSource } from 'typeorm';
 import { Workspace } from './workspace';
-
-export interface CaptureRequest {
-  org: string;
-  run_id: string;
-  snapshot_id: string;
-}
-
-export interface CaptureResult {
-  snapshot_id: string;
-  object_key: string;
-  bytes: number;
-}
-
-export interface SnapshotActivities {
-  captureWorkspace(request: CaptureRequest): Promise<CaptureResult>;
-}
 
 export interface SnapshotDeps {
   workspaceRoot: string;
-  objectStoreDir: string;
+  store: ObjectStore;
+  /** Where the trajectory (run events) and the recorded effects are read from. */
+  db: DataSource;
+  /** Simulated slowness before each capture, for tests that kill or time out a capture in flight. */
+  paceMs?: number;
+}
+
+/** What `state.json` holds: the fork state and the effects recorded when the snapshot was taken. */
+export interface SnapshotStateDocument {
+  snapshot_id: string;
+  version: number;
+  org: string;
+  run_id: string;
+  workflow_id: string;
+  state: ForkState;
+  recorded_effects: { key: string; effect: string; attempt: number; result: unknown }[];
+}
+
+/** How many recorded effects a snapshot keeps (newest first); a fork only ever reuses those at its step. */
+const MAX_RECORDED_EFFECTS = 5_000;
+
+function stepOfKey(key: string): number {
+  const parts = key.split(':');
+  const step = Number(parts[parts.length - 2]);
+  return Number.isInteger(step) ? step : -1;
+}
+
+/** Heartbeats at most every `everyMs`, with the progress a timed-out capture's row is built from. */
+function beater(everyMs = 1_000): (progress: CaptureProgress) => void {
+  let last = 0;
+  return (progress) => {
+    const now = Date.now();
+    if (now - last < everyMs) return;
+    last = now;
+    Context.current().heartbeat(progress);
+  };
 }
 
 /**
- * Streams a run's workspace as tar in a gzip container at level 0 (stored blocks): deflate at
- * level 9 runs on one core and took 25-38 s for a 337 MB workspace, level 0 about a second. Each
- * capture lands under its own key, written to a temporary name first so a dead attempt leaves no
- * half archive under the real one.
+ * One capture: the workspace archive (streamed, never held in memory), the trajectory so far (the
+ * run's own events, cumulative) and the state a fork starts from. Only a missing archive fails the
+ * capture; a degraded trajectory or state read makes it `partial`, still gradable.
  */
 export function createSnapshotActivities(deps: SnapshotDeps): SnapshotActivities {
   return {
-    async captureWorkspace({ org, run_id, snapshot_id }) {
-      const workspace = new Workspace(deps.workspaceRoot, org, run_id);
-      const objectKey = `${org}/${run_id}/${snapshot_id}.tar.gz`;
-      const target = join(deps.objectStoreDir, objectKey);
-      const partial = `${target}.partial-${Context.current().info.attempt}`;
-      await mkdir(dirname(target), { recursive: true });
+    async captureSnapshot(input: CaptureInput): Promise<CaptureResult> {
+      const ctx = Context.current();
+      const keys = snapshotObjectKeys(input.org, input.run_id, input.snapshot_id);
+      const workspace = new Workspace(deps.workspaceRoot, input.org, input.run_id);
+      const exists = await stat(workspace.dir).then((s) => s.isDirectory(), () => false);
+      if (!exists) throw ApplicationFailure.nonRetryable(`the workspace of ${input.org}/${input.run_id} does not exist`, 'WorkspaceMissing');
+      const beat = beater();
+      ctx.heartbeat({ phase: 'archive' } satisfies CaptureProgress);
+      if (deps.paceMs) {
+        for (let waited = 0; waited < deps.paceMs; waited += 500) {
+          ctx.heartbeat({ phase: 'archive' } satisfies CaptureProgress);
+          await ctx.sleep(Math.min(500, deps.paceMs - waited));
+        }
+      }
+
       let bytes = 0;
-      let lastBeat = 0;
-      const count = new Transform({
+      const counted = new Transform({
         transform(chunk: Buffer, _enc, done) {
           bytes += chunk.length;
-          if (bytes - lastBeat > 8 * 1024 * 1024) {
-            lastBeat = bytes;
-            Context.current().heartbeat({ bytes });
-          }
+          beat({ phase: 'archive', bytes });
           done(null, chunk);
         },
       });
+      const packed = packDirectory(workspace.dir);
+      const abort = (): void => {
+        packed.destroy(new Error('capture cancelled'));
+      };
+      ctx.cancellationSignal.addEventListener('abort', abort);
+      let stored;
       try {
-        await mkdir(workspace.dir, { recursive: true });
-        await pipeline(tar.c({ gzip: { level: 0 }, cwd: workspace.dir, portable: true }, ['.']), count, createWriteStream(partial));
-        await rename(partial, target);
-      } catch (err) {
-        await rm(partial, { force: true });
-        throw err;
+        stored = await deps.store.put(keys.archive, packed.pipe(counted));
+      } finally {
+        ctx.cancellationSignal.removeEventListener('abort', abort);
       }
-      return { snapshot_id, object_key: objectKey, bytes };
+      const progress: CaptureProgress = { phase: 'trajectory', bytes: stored.bytes, bundle_object_url: stored.url };
+      ctx.heartbeat(progress);
+
+      const reasons: string[] = [];
+      let trajectory: string | undefined;
+      try {
+        const events: { event: unknown }[] = await deps.db.query('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [input.org, input.run_id]);
+        trajectory = (await deps.store.put(keys.trajectory, Buffer.from(events.map((e) => JSON.stringify(e.event)).join('\n') + (events.length ? '\n' : '')))).url;
+      } catch (err) {
+        reasons.push(`trajectory_read_failed: ${(err as Error).message}`.slice(0, 200));
+      }
+      ctx.heartbeat({ ...progress, phase: 'state' } satisfies CaptureProgress);
+
+      let envId: string | undefined;
+      try {
+        const effects: { key: string; effect: string; attempt: number; result: unknown }[] = await deps.db.query(
+          `SELECT idempotency_key AS key, effect, attempt, result FROM effect_ledger
+           WHERE starts_with(idempotency_key, $1) ORDER BY created_at DESC LIMIT $2`,
+          [`${input.workflow_id}:`, MAX_RECORDED_EFFECTS],
+        );
+        const doc: SnapshotStateDocument = {
+          snapshot_id: input.snapshot_id,
+          version: input.version,
+          org: input.org,
+          run_id: input.run_id,
+          workflow_id: input.workflow_id,
+          state: input.state,
+          recorded_effects: effects,
+        };
+        envId = (await deps.store.put(keys.state, Buffer.from(JSON.stringify(doc)))).url;
+      } catch (err) {
+        reasons.push(`env_capture_failed: ${(err as Error).message}`.slice(0, 200));
+      }
+
+      return {
+        artifact_id: `${input.run_id}-workspace`,
+        bundle_object_url: stored.url,
+        bytes: stored.bytes,
+        ...(trajectory ? { trajectory_s3_uri: trajectory } : {}),
+        ...(envId ? { env_universe_id: envId, env_universe_version: input.version } : {}),
+        reasons,
+      };
     },
   };
+}
+
+export interface RestoreDeps {
+  workspaceRoot: string;
+  store: ObjectStore;
+  maxBytes: number;
+}
+
+/**
+ * A fork's first step: the snapshot's archive restored into the fork's workspace, and the state it
+ * starts from. Restored beside the target and renamed into place, so a retry after a crash starts
+ * clean and the workspace never shows half an archive.
+ */
+export function restoreSnapshotActivity(deps: RestoreDeps): (input: { org: string; run_id: string; from_run_id: string; snapshot_id: string }) => Promise<RestoreResult> {
+  return async ({ org, run_id, from_run_id, snapshot_id }) => {
+    const keys = snapshotObjectKeys(org, from_run_id, snapshot_id);
+    const unusable = (why: string): never => {
+      throw ApplicationFailure.nonRetryable(`snapshot ${snapshot_id} of run '${from_run_id}' cannot be restored: ${why}`, 'SnapshotUnusable');
+    };
+    if (!(await deps.store.stat(keys.archive))) unusable('its workspace archive is not in the object store');
+    if (!(await deps.store.stat(keys.state))) unusable('its state was not captured');
+    const doc = JSON.parse((await streamText(await deps.store.get(keys.state))) || '{}') as SnapshotStateDocument;
+    if (!doc.state) unusable('its state document is empty');
+
+    const target = new Workspace(deps.workspaceRoot, org, run_id).dir;
+    const staging = `${target}.restore-${randomBytes(4).toString('hex')}`;
+    await mkdir(dirname(target), { recursive: true });
+    let restored;
+    try {
+      restored = await restoreArchive(await deps.store.get(keys.archive), staging, { maxBytes: deps.maxBytes });
+      await rm(target, { recursive: true, force: true });
+      await rename(staging, target);
+    } catch (err) {
+      await rm(staging, { recursive: true, force: true });
+      if (err instanceof Error && err.name === 'ArchiveRefused') unusable(err.message);
+      throw err;
+    }
+    // Only calls at or after the fork point can come up again; earlier steps are never re-run.
+    const reusable = doc.recorded_effects.filter((e) => stepOfKey(e.key) >= doc.state.step).map((e) => e.key);
+    return { state: doc.state, reusable_keys: reusable, files: restored.files, bytes: restored.bytes };
+  };
+}
+
+async function streamText(stream: NodeJS.ReadableStream): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of stream) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
+  return Buffer.concat(chunks).toString('utf8');
 }

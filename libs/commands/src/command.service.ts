@@ -4,6 +4,8 @@ import { defineSearchAttributeKey, WorkflowExecutionAlreadyStartedError, type Se
 import {
   DEFAULT_MAX_STEPS,
   isTerminal,
+  SNAPSHOT_DEFAULTS,
+  type SnapshotSettings,
   RUN_ID_PATTERN,
   type EvalStartPayload,
   workflowIdFor,
@@ -12,7 +14,7 @@ import {
   type CommandOutcome,
   type RejectionReason,
 } from '@agentrun/contracts';
-import type { CommandLedger } from '@agentrun/persistence';
+import type { CommandLedger, SnapshotManifest } from '@agentrun/persistence';
 import {
   AgentRun,
   approveUpdate,
@@ -26,6 +28,7 @@ import {
   pauseSignal,
   resumeSignal,
   type AgentRunInput,
+  type SnapshotSeriesConfig,
   type ToolTimeouts,
 } from '@agentrun/workflows';
 import { lanesFor } from './lanes';
@@ -53,6 +56,8 @@ export interface EvalDefaults {
 export interface CommandServiceDeps {
   temporal: Client;
   ledger: CommandLedger;
+  /** The snapshot manifest forks start from. */
+  snapshots: SnapshotManifest;
   taskQueuePrefix: string;
   agentDefaults: AgentDefaults;
   evalDefaults: EvalDefaults;
@@ -75,6 +80,17 @@ function isTransient(err: unknown): boolean {
 }
 
 const START_COMMAND_MEMO = 'start_command_id';
+
+/** A run's snapshot settings with the reference's defaults filled in. */
+export function snapshotConfigOf(settings: SnapshotSettings): SnapshotSeriesConfig {
+  return {
+    interval_seconds: settings.interval_seconds ?? 0,
+    per_turn: settings.per_turn ?? SNAPSHOT_DEFAULTS.per_turn,
+    at_end: settings.at_end ?? SNAPSHOT_DEFAULTS.at_end,
+    timeout_seconds: settings.timeout_seconds ?? SNAPSHOT_DEFAULTS.timeout_seconds,
+    max_snapshots: settings.max_snapshots ?? SNAPSHOT_DEFAULTS.max_snapshots,
+  };
+}
 const AGENT_STATUS_KEY = defineSearchAttributeKey('AgentStatus', 'KEYWORD');
 
 /**
@@ -182,7 +198,7 @@ export class CommandService {
       case 'eval.approve':
         return this.approve(command);
       case 'agent.fork':
-        return { outcome: 'rejected', reason: 'not_supported', message: `'${command.type}' is not available in this release` };
+        return this.fork(command);
       default: {
         const unknown: never = command;
         return { outcome: 'rejected', reason: 'invalid_payload', message: `unhandled command ${JSON.stringify(unknown)}` };
@@ -200,7 +216,8 @@ export class CommandService {
       policy: payload.policy ?? 'scripted',
       tier: payload.tier ?? 'batch',
       ...(payload.owner ? { owner: payload.owner } : {}),
-      lanes: { agentWorkflows: this.lanes.agentWorkflows, cpuTools: this.lanes.cpuTools, gpuTools: this.lanes.gpuTools },
+      lanes: this.agentLanes(),
+      ...(payload.snapshots ? { snapshots: snapshotConfigOf(payload.snapshots) } : {}),
       ...this.deps.agentDefaults,
     };
     return this.startRun(command.command_id, org, run_id, 'agent', (options) => this.deps.temporal.workflow.start(AgentRun, { ...options, args: [input] }), {
@@ -210,6 +227,58 @@ export class CommandService {
         ...(input.owner ? [{ key: defineSearchAttributeKey('Owner', 'KEYWORD'), value: input.owner }] : []),
       ],
     });
+  }
+
+  private agentLanes(): AgentRunInput['lanes'] {
+    return { agentWorkflows: this.lanes.agentWorkflows, cpuTools: this.lanes.cpuTools, gpuTools: this.lanes.gpuTools, snapshots: this.lanes.snapshots };
+  }
+
+  /**
+   * A new run from a snapshot of another run of the same org: its workspace restored, its state as of
+   * the snapshot, the parent's recorded results reused. The manifest is the authority, so a parent that
+   * Temporal has already forgotten can still be forked.
+   */
+  private async fork(command: CommandOf<'agent.fork'>): Promise<Decision> {
+    const { org, run_id, payload } = command;
+    const from = payload.from_run_id;
+    const kind = await this.deps.snapshots.runKind(org, from);
+    if (kind === undefined) return { outcome: 'rejected', reason: 'unknown_run', message: `org ${org} has no run '${from}'` };
+    if (kind !== 'agent') return { outcome: 'rejected', reason: 'wrong_kind', message: `run '${from}' is not an agent run; only agent runs have snapshots` };
+    const found = await this.deps.snapshots.find(org, from, payload.snapshot_id);
+    if (!found) return { outcome: 'rejected', reason: 'unknown_snapshot', message: `run '${from}' has no snapshot '${payload.snapshot_id}'` };
+    const { row, state } = found;
+    if (!row.bundle_object_url || !row.env_universe_id || !state) {
+      const why = !row.bundle_object_url ? 'no workspace archive landed' : 'its state was not captured';
+      return {
+        outcome: 'rejected',
+        reason: 'snapshot_unusable',
+        message: `snapshot '${row.snapshot_id}' of run '${from}' cannot be forked: ${why} (${row.capture_status}${row.capture_reason ? `: ${row.capture_reason}` : ''})`,
+      };
+    }
+    const shown = state as { goal?: string; max_steps?: number; policy?: AgentRunInput['policy']; tier?: AgentRunInput['tier']; owner?: string };
+    const input: AgentRunInput = {
+      org,
+      run_id,
+      goal: payload.goal ?? shown.goal ?? 'forked run',
+      max_steps: shown.max_steps ?? DEFAULT_MAX_STEPS,
+      policy: shown.policy ?? 'scripted',
+      tier: shown.tier ?? 'batch',
+      ...(shown.owner ? { owner: shown.owner } : {}),
+      parent_run_id: from,
+      lanes: this.agentLanes(),
+      ...(payload.snapshots ? { snapshots: snapshotConfigOf(payload.snapshots) } : {}),
+      fork: { from_run_id: from, from_workflow_id: workflowIdFor(org, from), snapshot_id: row.snapshot_id, ...(payload.goal ? { goal: payload.goal } : {}) },
+      ...this.deps.agentDefaults,
+    };
+    const decision = await this.startRun(command.command_id, org, run_id, 'agent', (options) => this.deps.temporal.workflow.start(AgentRun, { ...options, args: [input] }), {
+      memo: { tier: input.tier, max_steps: input.max_steps, parent_run_id: from, forked_from_snapshot: row.snapshot_id },
+      attributes: [
+        { key: defineSearchAttributeKey('CurrentStep', 'INT'), value: row.step },
+        { key: defineSearchAttributeKey('RunParent', 'KEYWORD'), value: from },
+        ...(input.owner ? [{ key: defineSearchAttributeKey('Owner', 'KEYWORD'), value: input.owner }] : []),
+      ],
+    });
+    return decision.outcome === 'accepted' ? { outcome: 'accepted', message: `forked from snapshot '${row.snapshot_id}' of run '${from}' at step ${row.step}` } : decision;
   }
 
   private async startEval(commandId: string, org: string, runId: string, payload: EvalStartPayload, parentRunId?: string): Promise<Decision> {

@@ -2,7 +2,7 @@ import type { Client } from '@temporalio/client';
 import type { PlatformConfig } from '@agentrun/config';
 import { TOPICS } from '@agentrun/contracts';
 import type { KafkaBus } from '@agentrun/kafka';
-import { CommandLedger } from '@agentrun/persistence';
+import { CommandLedger, SnapshotManifest } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
 import { CommandService, type AgentDefaults, type EvalDefaults } from './command.service';
 
@@ -25,6 +25,7 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
       return w.temporal();
     },
     ledger: new CommandLedger(w.dataSource),
+    snapshots: new SnapshotManifest(w.dataSource),
     taskQueuePrefix: w.taskQueuePrefix,
     agentDefaults: w.agentDefaults,
     evalDefaults: w.evalDefaults,

@@ -17,6 +17,18 @@ export const platformSpec = {
   DATABASE_POOL_SIZE: int(10, 1, 200),
   WORKSPACE_ROOT: str('.stack/data/workspaces'),
   OBJECT_STORE_DIR: str('.stack/data/objects'),
+  /**
+   * Objects (snapshot archives, large payloads) go to this S3 bucket when it is set, to OBJECT_STORE_DIR
+   * when it is empty. Credentials come from the AWS SDK's default chain (AWS_ACCESS_KEY_ID, ...).
+   */
+  OBJECT_STORE_S3_BUCKET: str(''),
+  /** An S3-compatible server such as MinIO (`http://minio:9000`); empty = AWS itself. */
+  OBJECT_STORE_S3_ENDPOINT: str(''),
+  OBJECT_STORE_S3_REGION: str('us-east-1'),
+  /** `endpoint/bucket/key` addressing, which MinIO and most S3-compatible servers need. */
+  OBJECT_STORE_S3_FORCE_PATH_STYLE: bool(true),
+  /** A snapshot archive whose files add up to more than this is refused on restore. */
+  SNAPSHOT_RESTORE_MAX_BYTES: int(2 * 1024 ** 3, 1, Number.MAX_SAFE_INTEGER),
   SHUTDOWN_GRACE_MS: int(20_000, 1_000, 600_000),
   /** Defaults every AgentRun is started with (HTTP and Kafka starts alike). */
   AGENTRUN_STEPS_PER_EXECUTION: int(500, 1, 100_000),

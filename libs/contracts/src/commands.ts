@@ -1,4 +1,4 @@
-import { COMMAND_ID_PATTERN, ORG_PATTERN, RUN_ID_PATTERN } from './names';
+import { COMMAND_ID_PATTERN, ORG_PATTERN, RUN_ID_PATTERN, SNAPSHOT_ID_PATTERN } from './names';
 
 export const RUN_KINDS = ['agent', 'eval'] as const;
 export type RunKind = (typeof RUN_KINDS)[number];
@@ -10,12 +10,29 @@ export type Tier = (typeof TIERS)[number];
 
 export const DEFAULT_MAX_STEPS = 8;
 
+/**
+ * A run's capture series. Its presence is the switch: absent means no snapshots. `interval_seconds`
+ * is the gap between captures (0 or absent: no cadence); `per_turn` captures after each step, before
+ * the next; `at_end` (default true) takes one final capture, exempt from `max_snapshots` (default 24,
+ * interior captures only); `timeout_seconds` (default 300) bounds each capture, retries included.
+ */
 export interface SnapshotSettings {
   interval_seconds?: number;
   per_turn?: boolean;
   at_end?: boolean;
   max_snapshots?: number;
   timeout_seconds?: number;
+}
+
+export const SNAPSHOT_DEFAULTS = { at_end: true, per_turn: false, timeout_seconds: 300, max_snapshots: 24 } as const;
+
+/** Why a snapshot configuration can never capture, or undefined when it can. */
+export function snapshotSettingsProblem(settings: SnapshotSettings): string | undefined {
+  const ticks = (settings.interval_seconds ?? 0) > 0;
+  if ((settings.at_end ?? SNAPSHOT_DEFAULTS.at_end) === false && !ticks && !settings.per_turn) {
+    return `snapshots with at_end=false need a positive interval_seconds (got ${settings.interval_seconds ?? 'none'}) or per_turn=true; otherwise no capture ever runs`;
+  }
+  return undefined;
 }
 
 export interface AgentStartPayload {
@@ -44,7 +61,7 @@ export interface CommandPayloads {
   'agent.cancel': Record<string, never>;
   'agent.inject_context': { text: string };
   'agent.change_goal': { goal: string };
-  'agent.fork': { from_run_id: string; snapshot_id: string; goal?: string };
+  'agent.fork': { from_run_id: string; snapshot_id: string; goal?: string; snapshots?: SnapshotSettings };
   'eval.start': EvalStartPayload;
   'eval.cancel': Record<string, never>;
   'eval.retry_failed': Record<string, never>;
@@ -64,6 +81,18 @@ export type Command = { [T in CommandType]: CommandOf<T> }[CommandType];
 const goal = { type: 'string', minLength: 1, maxLength: 500, pattern: '\\S' } as const;
 const empty = { type: 'object', additionalProperties: false, properties: {} } as const;
 const name = { type: 'string', minLength: 1, maxLength: 200 } as const;
+
+const SNAPSHOTS_SCHEMA = {
+  type: 'object',
+  additionalProperties: false,
+  properties: {
+    interval_seconds: { type: 'number', minimum: 0, maximum: 86_400 },
+    per_turn: { type: 'boolean' },
+    at_end: { type: 'boolean' },
+    max_snapshots: { type: 'integer', minimum: 1, maximum: 1_000 },
+    timeout_seconds: { type: 'number', exclusiveMinimum: 0, maximum: 3_600 },
+  },
+} as const;
 
 /** The envelope every command shares. `payload` is checked per type, so its error names the type. */
 export const COMMAND_ENVELOPE_SCHEMA = {
@@ -91,17 +120,7 @@ export const COMMAND_PAYLOAD_SCHEMAS: Record<CommandType, object> = {
       policy: { enum: AGENT_POLICIES },
       tier: { enum: TIERS },
       owner: name,
-      snapshots: {
-        type: 'object',
-        additionalProperties: false,
-        properties: {
-          interval_seconds: { type: 'number', exclusiveMinimum: 0 },
-          per_turn: { type: 'boolean' },
-          at_end: { type: 'boolean' },
-          max_snapshots: { type: 'integer', minimum: 1 },
-          timeout_seconds: { type: 'number', exclusiveMinimum: 0 },
-        },
-      },
+      snapshots: SNAPSHOTS_SCHEMA,
     },
   },
   'agent.pause': empty,
@@ -118,7 +137,7 @@ export const COMMAND_PAYLOAD_SCHEMAS: Record<CommandType, object> = {
     type: 'object',
     additionalProperties: false,
     required: ['from_run_id', 'snapshot_id'],
-    properties: { from_run_id: { type: 'string', pattern: RUN_ID_PATTERN }, snapshot_id: name, goal },
+    properties: { from_run_id: { type: 'string', pattern: RUN_ID_PATTERN }, snapshot_id: { type: 'string', pattern: SNAPSHOT_ID_PATTERN }, goal, snapshots: SNAPSHOTS_SCHEMA },
   },
   'eval.start': {
     type: 'object',

@@ -1,5 +1,5 @@
 import { COMMAND_ENVELOPE_SCHEMA, COMMAND_PAYLOAD_SCHEMAS, COMMAND_TYPES } from './commands';
-import { AGENT_STATE_SCHEMA, RUN_EVENT_SCHEMA, RUN_EVENT_TYPES } from './events';
+import { AGENT_STATE_SCHEMA, CAPTURE_STATUSES, RUN_EVENT_SCHEMA, RUN_EVENT_TYPES } from './events';
 import { MAX_COMMAND_BYTES, SEARCH_ATTRIBUTES, TASK_QUEUES, TOPICS } from './names';
 import { COMMAND_OUTCOME_SCHEMA, DLQ_REASONS, DLQ_RECORD_SCHEMA, REJECTION_REASONS } from './outcomes';
 import { AGENT_STATUSES, EVAL_STATUSES, TERMINAL_STATUSES } from './statuses';
@@ -56,6 +56,16 @@ export function renderContractsDoc(): string {
     '### Agent state (`payload.state` of an agent run)',
     '',
     json(AGENT_STATE_SCHEMA),
+    '',
+    '### Snapshot rows (`payload.snapshot` of `snapshot_captured`)',
+    '',
+    'One row per capture (or skipped capture), published the moment it lands, in order. The reference\'s fields and names:',
+    '`snapshot_id` (`snap-0001`, ... unique in the run), `turn` (1-based, turn-boundary rows only), `id` and `version` (the',
+    'workspace artifact and the capture ordinal), `bundle_object_url`, `bytes`, `source_agent_name`, `source_context_id`',
+    '(the run id), `elapsed_s`, `captured_at_utc`, `is_final`, `capture_status` (' + list(CAPTURE_STATUSES) + '),',
+    '`capture_reason` (e.g. `capture_timeout_300s`, `limit_reached`, `cancelled`, `final_capture_lock_timeout`),',
+    '`trajectory_s3_uri`, `env_universe_id` and `env_universe_version` (the fork state), and `step`. A row is usable',
+    '(gradable, forkable) when it has a `bundle_object_url`; `partial` still has one.',
     '',
     '## Statuses',
     '',

@@ -30,7 +30,49 @@ export type AgentRunState = {
   reason?: string;
   message?: string;
   parent_run_id?: string;
+  /** For a fork: the snapshot of `parent_run_id` it started from. */
+  forked_from_snapshot?: string;
 };
+
+export const CAPTURE_STATUSES = ['ok', 'partial', 'failed', 'skipped'] as const;
+export type CaptureStatus = (typeof CAPTURE_STATUSES)[number];
+
+/**
+ * One manifest row of a run's snapshot series, with the reference's field names. A row is usable
+ * (gradable, forkable) when it has a `bundle_object_url`; `capture_status` is provenance, not a gate:
+ * `partial` means the archive landed but the trajectory or env read degraded.
+ */
+export interface SnapshotRow {
+  snapshot_id: string;
+  /** 1-based; only on rows taken at a turn boundary. */
+  turn?: number;
+  /** The workspace artifact and its version (the capture ordinal within the run). */
+  id?: string;
+  version?: number;
+  bundle_object_url?: string;
+  /** The archive's size in bytes, when it landed. */
+  bytes?: number;
+  source_agent_name: string;
+  source_context_id: string;
+  elapsed_s: number;
+  captured_at_utc: string;
+  is_final: boolean;
+  capture_status: CaptureStatus;
+  capture_reason?: string;
+  /** The run's events up to the capture, one JSON per line. */
+  trajectory_s3_uri?: string;
+  /** The agent's state a fork starts from (step, goal, context, recorded effects), and its step. */
+  env_universe_id?: string;
+  env_universe_version?: number;
+  /** The run's step when the capture began. */
+  step: number;
+}
+
+/** Where a capture's objects live in the object store: one prefix per snapshot, so no capture overwrites another. */
+export function snapshotObjectKeys(org: string, runId: string, snapshotId: string): { archive: string; state: string; trajectory: string } {
+  const prefix = `${org}/${runId}/snapshots/${snapshotId}`;
+  return { archive: `${prefix}/workspace.tar.gz`, state: `${prefix}/state.json`, trajectory: `${prefix}/trajectory.jsonl` };
+}
 
 export interface RunState {
   status: RunStatus;
@@ -63,6 +105,7 @@ export const AGENT_STATE_SCHEMA = {
     reason: { type: 'string' },
     message: { type: 'string' },
     parent_run_id: { type: 'string' },
+    forked_from_snapshot: { type: 'string' },
   },
 } as const;
 

@@ -36,6 +36,8 @@ export const SEARCH_ATTRIBUTES = {
 export const RUN_ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$';
 /** Orgs never contain `/`, so `{org}/{run_id}` splits back unambiguously. */
 export const ORG_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$';
+/** Snapshot ids are chosen by the run's workflow (`snap-0001`, ...): one per capture, unique within the run. */
+export const SNAPSHOT_ID_PATTERN = RUN_ID_PATTERN;
 export const COMMAND_ID_PATTERN = '^[\\x21-\\x7e]{1,128}$';
 
 /** A command value larger than this is not read; it goes to the DLQ. */

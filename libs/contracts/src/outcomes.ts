@@ -16,6 +16,8 @@ export const REJECTION_REASONS = [
   'run_active',
   'not_supported',
   'internal_error',
+  'unknown_snapshot',
+  'snapshot_unusable',
 ] as const;
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
 

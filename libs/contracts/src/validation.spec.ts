@@ -52,6 +52,39 @@ describe('reading a command off the wire', () => {
   });
 });
 
+describe('snapshot settings at the boundary (the reference rules)', () => {
+  const start = (snapshots: unknown) => checkCommand({ ...valid, payload: { goal: 'g', snapshots } });
+  const fork = (payload: unknown) => checkCommand({ ...valid, type: 'agent.fork', payload });
+
+  it('accepts a series that captures: defaults only, a cadence, per turn, or the final alone', () => {
+    for (const ok of [{}, { interval_seconds: 30 }, { per_turn: true, at_end: false }, { interval_seconds: 5, at_end: false, max_snapshots: 1 }, { interval_seconds: 0, per_turn: true }]) {
+      expect(start(ok)).toMatchObject({ kind: 'command' });
+    }
+  });
+
+  it('refuses a series that would never capture, saying why', () => {
+    for (const never of [{ at_end: false }, { at_end: false, interval_seconds: 0 }, { at_end: false, per_turn: false }]) {
+      const reading = start(never);
+      expect(reading).toMatchObject({ kind: 'rejected', reason: 'invalid_payload' });
+      expect(reading.kind === 'rejected' && reading.message).toMatch(/at_end=false need a positive interval_seconds .* or per_turn=true; otherwise no capture ever runs/);
+    }
+  });
+
+  it('refuses a timeout that is not positive, a budget below one, a negative cadence, unknown fields', () => {
+    expect(start({ timeout_seconds: 0 })).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/timeout_seconds/) });
+    expect(start({ max_snapshots: 0 })).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/max_snapshots/) });
+    expect(start({ interval_seconds: -1 })).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/interval_seconds/) });
+    expect(start({ env_id: 'x' })).toMatchObject({ kind: 'rejected' });
+  });
+
+  it('checks fork payloads: a run id and a snapshot id, the same series rules', () => {
+    expect(fork({ from_run_id: 'agent-1', snapshot_id: 'snap-0001' })).toMatchObject({ kind: 'command' });
+    expect(fork({ from_run_id: 'agent-1' })).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/snapshot_id/) });
+    expect(fork({ from_run_id: '../x', snapshot_id: 'snap-0001' })).toMatchObject({ kind: 'rejected' });
+    expect(fork({ from_run_id: 'agent-1', snapshot_id: 'snap-0001', snapshots: { at_end: false } })).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/no capture ever runs/) });
+  });
+});
+
 describe('reading a run event', () => {
   const event = {
     run_id: 'agent-42',

@@ -4,6 +4,8 @@ import {
   COMMAND_ENVELOPE_SCHEMA,
   COMMAND_PAYLOAD_SCHEMAS,
   isCommandType,
+  snapshotSettingsProblem,
+  type AgentStartPayload,
   type Command,
   type CommandType,
 } from './commands';
@@ -122,10 +124,8 @@ export function checkCommand(parsed: unknown): CommandReading {
   if (unstorable) {
     return { kind: 'rejected', ...base, reason: 'invalid_payload', message: `${unstorable} contains a NUL character or a lone surrogate` };
   }
-  const payload = payloads[base.type];
-  if (!payload(raw.payload)) {
-    return { kind: 'rejected', ...base, reason: 'invalid_payload', message: describeErrors(payload.errors, 'payload.') };
-  }
+  const problem = payloadProblem(base.type, raw.payload);
+  if (problem) return { kind: 'rejected', ...base, reason: 'invalid_payload', message: problem };
   return {
     kind: 'command',
     command: { command_id: base.command_id, type: base.type, org: base.org, run_id: base.run_id, payload: raw.payload } as Command,
@@ -135,7 +135,14 @@ export function checkCommand(parsed: unknown): CommandReading {
 /** Checks one payload against its type's schema; returns a message or undefined when valid. */
 export function payloadProblem(type: CommandType, payload: unknown): string | undefined {
   const check = payloads[type];
-  return check(payload) ? undefined : describeErrors(check.errors, 'payload.');
+  if (!check(payload)) return describeErrors(check.errors, 'payload.');
+  // What a schema cannot say plainly: a snapshot series that would never capture.
+  if (type === 'agent.start' || type === 'agent.fork') {
+    const { snapshots } = payload as Pick<AgentStartPayload, 'snapshots'>;
+    const never = snapshots && snapshotSettingsProblem(snapshots);
+    if (never) return `payload.snapshots: ${never}`;
+  }
+  return undefined;
 }
 
 export type EventReading = { ok: true; event: RunEvent } | { ok: false; detail: string };

@@ -68,7 +68,7 @@ export class CommandLedger {
   /** The command id of the accepted start of this run, if it ever had one (outlives Temporal's retention). */
   async acceptedStart(org: string, runId: string): Promise<string | undefined> {
     const rows: { command_id: string }[] = await this.db.query(
-      `SELECT command_id FROM command_ledger WHERE org = $1 AND run_id = $2 AND outcome = 'accepted' AND type LIKE '%.start' LIMIT 1`,
+      `SELECT command_id FROM command_ledger WHERE org = $1 AND run_id = $2 AND outcome = 'accepted' AND (type LIKE '%.start' OR type = 'agent.fork') LIMIT 1`,
       [org, runId],
     );
     return rows[0]?.command_id;

@@ -1,4 +1,4 @@
-import type { RunEvent } from '@agentrun/contracts';
+import type { RunEvent, SnapshotRow } from '@agentrun/contracts';
 import type { DataSource, EntityManager } from 'typeorm';
 
 /** The channel the projector NOTIFYs once per committed batch; the gateway LISTENs on it. */
@@ -31,6 +31,7 @@ export async function applyRunEvents(dataSource: DataSource, events: RunEvent[])
     const inserted = await insertEvents(tx, events);
     if (inserted.length === 0) return { inserted: 0, touched: [] };
     await upsertRuns(tx, events);
+    await insertSnapshots(tx, events);
     const touched = newestPerRun(inserted);
     await notify(tx, touched);
     return { inserted: inserted.length, touched };
@@ -105,6 +106,38 @@ async function upsertRuns(tx: EntityManager, events: RunEvent[]): Promise<void> 
       ],
     );
   }
+}
+
+/** Manifest rows from `snapshot_captured` events; a replay inserts nothing. */
+async function insertSnapshots(tx: EntityManager, events: RunEvent[]): Promise<void> {
+  const rows = events.flatMap((e) => {
+    const row = e.type === 'snapshot_captured' ? (e.payload.snapshot as Partial<SnapshotRow> | undefined) : undefined;
+    const usable = row && typeof row.snapshot_id === 'string' && typeof row.is_final === 'boolean' && typeof row.capture_status === 'string';
+    return usable ? [{ event: e, row: row as SnapshotRow }] : [];
+  });
+  if (rows.length === 0) return;
+  const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+  await tx.query(
+    `INSERT INTO snapshots (org, run_id, snapshot_id, seq, step, version, turn, is_final, capture_status, capture_reason, bundle_object_url, bytes, captured_at, row)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::int[], $7::int[], $8::bool[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::timestamptz[], $14::jsonb[])
+     ON CONFLICT (org, run_id, snapshot_id) DO NOTHING`,
+    [
+      rows.map((r) => r.event.org),
+      rows.map((r) => r.event.run_id),
+      rows.map((r) => r.row.snapshot_id),
+      rows.map((r) => r.event.seq),
+      rows.map((r) => num(r.row.step) ?? 0),
+      rows.map((r) => num(r.row.version)),
+      rows.map((r) => num(r.row.turn)),
+      rows.map((r) => r.row.is_final),
+      rows.map((r) => r.row.capture_status),
+      rows.map((r) => r.row.capture_reason ?? null),
+      rows.map((r) => r.row.bundle_object_url ?? null),
+      rows.map((r) => num(r.row.bytes)),
+      rows.map((r) => (typeof r.row.captured_at_utc === 'string' && !Number.isNaN(Date.parse(r.row.captured_at_utc)) ? r.row.captured_at_utc : r.event.ts)),
+      rows.map((r) => JSON.stringify(r.row)),
+    ],
+  );
 }
 
 function newestPerRun(rows: RunTouch[]): RunTouch[] {

@@ -1,4 +1,4 @@
-import type { RunEvent } from '@agentrun/contracts';
+import type { RunEvent, SnapshotRow } from '@agentrun/contracts';
 import type { DataSource } from 'typeorm';
 import type { RunCursor } from './cursor';
 
@@ -127,4 +127,41 @@ export function contiguousPrefix(events: RunEvent[], after: number): RunEvent[] 
     expected += 1;
   }
   return out;
+}
+
+/** One manifest row as stored: the published row plus the event seq it arrived with. */
+export interface StoredSnapshot {
+  seq: number;
+  row: SnapshotRow;
+}
+
+/** The snapshot manifest, one org at a time. */
+export class SnapshotManifest {
+  constructor(private readonly db: DataSource) {}
+
+  /** A run's rows in the order they landed. */
+  async list(org: string, runId: string): Promise<StoredSnapshot[]> {
+    const rows: { seq: number; row: SnapshotRow }[] = await this.db.query(
+      'SELECT seq, row FROM snapshots WHERE org = $1 AND run_id = $2 ORDER BY seq',
+      [org, runId],
+    );
+    return rows.map((r) => ({ seq: Number(r.seq), row: r.row }));
+  }
+
+  /** A row with the run's state as its event showed it (what a fork needs: policy, tier, max_steps). */
+  async find(org: string, runId: string, snapshotId: string): Promise<(StoredSnapshot & { state: Record<string, unknown> | null }) | undefined> {
+    const rows: { seq: number; row: SnapshotRow; state: Record<string, unknown> | null }[] = await this.db.query(
+      `SELECT s.seq, s.row, e.event->'payload'->'state' AS state FROM snapshots s
+       LEFT JOIN run_events e ON e.org = s.org AND e.run_id = s.run_id AND e.seq = s.seq
+       WHERE s.org = $1 AND s.run_id = $2 AND s.snapshot_id = $3`,
+      [org, runId, snapshotId],
+    );
+    return rows[0] ? { seq: Number(rows[0].seq), row: rows[0].row, state: rows[0].state } : undefined;
+  }
+
+  /** The kind of a run this org has, as the read model knows it. */
+  async runKind(org: string, runId: string): Promise<string | undefined> {
+    const rows: { kind: string }[] = await this.db.query('SELECT kind FROM runs WHERE org = $1 AND run_id = $2', [org, runId]);
+    return rows[0]?.kind;
+  }
 }

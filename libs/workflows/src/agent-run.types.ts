@@ -1,4 +1,4 @@
-import type { AgentPolicy, AgentRunState, AgentStatus, RunEvent, Tier } from '@agentrun/contracts';
+import type { AgentPolicy, AgentRunState, AgentStatus, RunEvent, SnapshotRow, Tier } from '@agentrun/contracts';
 import type { Conversation } from './conversation';
 
 /** Task queues are passed in, not read from configuration: workflow code has no environment. */
@@ -6,6 +6,94 @@ export interface Lanes {
   agentWorkflows: string;
   cpuTools: string;
   gpuTools: string;
+  /** Where captures run (the snapshotter); needed only by runs with a snapshot series. */
+  snapshots?: string;
+}
+
+/** A run's snapshot settings with every default filled in (see `SnapshotSettings` in the contracts). */
+export interface SnapshotSeriesConfig {
+  interval_seconds: number;
+  per_turn: boolean;
+  at_end: boolean;
+  timeout_seconds: number;
+  max_snapshots: number;
+}
+
+/** What the series carries across continue-as-new: its budget, ordinals and the ticker's due time. */
+export interface SnapshotSeriesCarry {
+  /** Rows recorded so far; the next row is `snap-{ordinal + 1}`. */
+  ordinal: number;
+  /** Interior captures attempted: what `max_snapshots` bounds (failed ones count; the final does not). */
+  attempts: number;
+  /** A spent budget is recorded once. */
+  limit_recorded: boolean;
+  started_at_ms: number;
+  next_tick_at_ms?: number;
+}
+
+/** The agent's state a fork starts from: what `plan()` needs, plus the conversation. */
+export interface ForkState {
+  step: number;
+  goal: string;
+  context: string;
+  attempts: number;
+  duplicates_suppressed: number;
+  max_steps: number;
+  policy: AgentPolicy;
+  tier: Tier;
+  owner?: string;
+  children: string[];
+  conversation?: Conversation;
+}
+
+export interface CaptureInput {
+  org: string;
+  run_id: string;
+  /** Whose effect-ledger keys are this run's (`{workflow_id}:{step}:...`). */
+  workflow_id: string;
+  snapshot_id: string;
+  version: number;
+  is_final: boolean;
+  state: ForkState;
+}
+
+/** What a capture heartbeats, so a capture that timed out after its archive landed still yields a row. */
+export interface CaptureProgress {
+  phase: 'archive' | 'trajectory' | 'state';
+  bytes?: number;
+  bundle_object_url?: string;
+}
+
+export interface CaptureResult {
+  artifact_id: string;
+  bundle_object_url: string;
+  bytes: number;
+  trajectory_s3_uri?: string;
+  env_universe_id?: string;
+  env_universe_version?: number;
+  /** Degraded reads (trajectory, env state): the row is `partial` when there are any. */
+  reasons: string[];
+}
+
+export interface SnapshotActivities {
+  captureSnapshot(input: CaptureInput): Promise<CaptureResult>;
+}
+
+/** What a forked run starts from. */
+export interface ForkInput {
+  from_run_id: string;
+  from_workflow_id: string;
+  snapshot_id: string;
+  /** The fork's own goal; absent, it keeps the snapshot's. */
+  goal?: string;
+}
+
+export interface RestoreResult {
+  state: ForkState;
+  /** The parent's effect keys recorded when the snapshot was taken at or after its step: reused, never repeated. */
+  reusable_keys: string[];
+  files: number;
+  bytes: number;
 }
 
 /** Tool activity bounds, in seconds. */
@@ -31,6 +119,10 @@ export interface AgentCarry {
   children: string[];
   /** The `llm` policy's conversation (bounded). */
   conversation?: Conversation;
+  /** The snapshot series, when the run has one. */
+  snapshots?: SnapshotSeriesCarry;
+  /** A fork's reusable parent keys that later steps may still meet. */
+  reusable_keys?: string[];
 }
 
 export interface AgentRunInput {
@@ -50,6 +142,10 @@ export interface AgentRunInput {
   /** A `ResearchAgent` child every this many four-step cycles (default 4). */
   research_every?: number;
   timeouts?: ToolTimeouts;
+  /** The capture series; absent means no snapshots. */
+  snapshots?: SnapshotSeriesConfig;
+  /** Set when this run is a fork of another run's snapshot. */
+  fork?: ForkInput;
   carry?: AgentCarry;
 }
 
@@ -74,6 +170,7 @@ export type AgentRunStatusView = AgentRunState & {
   children: string[];
   compensations: string[];
   conversation?: Conversation;
+  snapshots?: SnapshotRow[];
 };
 
 export interface ToolCall {
@@ -83,6 +180,8 @@ export interface ToolCall {
   run_id: string;
   tool: string;
   args: Record<string, string | number>;
+  /** A fork's parent key for the same call, recorded before the fork point: its result is reused. */
+  reuse_key?: string;
 }
 
 export interface ToolResult {
@@ -116,6 +215,7 @@ export interface ModelCall {
   messages: ChatTurn[];
   /** Names of the tools the model may call; empty for a plain completion. */
   tools: string[];
+  reuse_key?: string;
 }
 
 export interface ModelReply {
@@ -136,6 +236,8 @@ export interface AgentActivities {
   callModel(call: ModelCall): Promise<ModelReply>;
   /** Undoes one saga step; idempotent, so undoing twice is undoing once. */
   compensate(input: { org: string; run_id: string; name: string }): Promise<string>;
+  /** A fork's first step: the snapshot's workspace restored into this run's, and the state it starts from. */
+  restoreSnapshot(input: { org: string; run_id: string; from_run_id: string; snapshot_id: string }): Promise<RestoreResult>;
 }
 
 export interface ResearchInput {

@@ -20,12 +20,14 @@ import type {
   AgentCarry,
   AgentRunInput,
   AgentRunResult,
+  ForkState,
   ToolCall,
   ToolTimeouts,
   ToolResult,
 } from './agent-run.types';
 import { applyReply, applyToolResult, cancelPending, LLM_TOOL_LANES, startConversation, trimConversation, type Conversation } from './conversation';
 import { ResearchAgent } from './research-agent.workflow';
+import { openSnapshotSeries, type SnapshotSeries } from './snapshot-series';
 import { openOutbox } from './outbox';
 import { FOREVER, MODEL_RETRY, TOOL_RETRY } from './retry-policies';
 import { cancelRunSignal, changeGoalUpdate, injectContextSignal, pauseSignal, resumeSignal, statusQuery } from './definitions';
@@ -104,7 +106,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   let { step, goal, context, attempts, status } = carry;
   let duplicatesSuppressed = carry.duplicates_suppressed;
   const processed = new Set(carry.processed_command_ids);
-  const executionStartedAtStep = step;
+  let executionStartedAtStep = step;
   let paused = status === 'paused';
   let cancelRequested = false;
   let failure: { reason: string; message: string } | undefined;
@@ -115,6 +117,13 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const researchEvery = input.research_every ?? DEFAULT_RESEARCH_EVERY;
   const budget = input.history_budget ?? DEFAULT_HISTORY_BUDGET;
   const timeouts = input.timeouts ?? DEFAULT_TIMEOUTS;
+  /** A fork's parent keys recorded before the fork point: those calls are answered from the ledger, never made again. */
+  let reusable = new Set(carry.reusable_keys ?? []);
+  const reuseKeyFor = (key: string): string | undefined => {
+    if (!input.fork || reusable.size === 0) return undefined;
+    const parentKey = input.fork.from_workflow_id + key.slice(info.workflowId.length);
+    return reusable.has(parentKey) ? parentKey : undefined;
+  };
 
   const cpu = proxyActivities<AgentActivities>({
     taskQueue: input.lanes.cpuTools,
@@ -147,13 +156,41 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     tier: input.tier,
     ...(input.owner ? { owner: input.owner } : {}),
     ...(input.parent_run_id ? { parent_run_id: input.parent_run_id } : {}),
+    ...(input.fork ? { forked_from_snapshot: input.fork.snapshot_id } : {}),
     ...(failure ? { reason: failure.reason, message: failure.message } : {}),
+  });
+  /** What a snapshot keeps for a fork: the state `plan()` and the conversation need. */
+  const forkState = (): ForkState => ({
+    step,
+    goal,
+    context,
+    attempts,
+    duplicates_suppressed: duplicatesSuppressed,
+    max_steps: input.max_steps,
+    policy: input.policy,
+    tier: input.tier,
+    ...(input.owner ? { owner: input.owner } : {}),
+    children: [...children],
+    ...(input.policy === 'llm' ? { conversation } : {}),
   });
 
   const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'agent', lane: input.lanes.agentWorkflows, firstSeq: carry.seq, state });
   const emit = outbox.emit;
   const flushed = outbox.flushed;
   const drainOutbox = outbox.drain;
+  const series: SnapshotSeries | undefined =
+    input.snapshots && input.lanes.snapshots
+      ? openSnapshotSeries({
+          org: input.org,
+          run_id: input.run_id,
+          workflow_id: info.workflowId,
+          lane: input.lanes.snapshots,
+          config: input.snapshots,
+          ...(carry.snapshots ? { carry: carry.snapshots } : {}),
+          state: forkState,
+          record: (row) => emit('snapshot_captured', { snapshot: row }),
+        })
+      : undefined;
   /** Cancelling or over: controls that would change the run are ignored from here on. */
   const settling = (): boolean => cancelRequested || isTerminal(status);
 
@@ -187,6 +224,8 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     if (!firstTime(command_id) || settling()) return;
     cancelRequested = true;
     paused = false;
+    // A capture in flight is given up, not waited out (it could take up to its timeout).
+    series?.interrupt();
     setStatus('cancelling', 'status_changed', { command_id });
   });
   setHandler(injectContextSignal, ({ command_id, text }) => {
@@ -228,6 +267,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     last_seq: outbox.seq(),
     children: [...children],
     compensations: [...compensations],
+    ...(series ? { snapshots: series.rows() } : {}),
   }));
 
   const result = (): AgentRunResult => ({
@@ -246,6 +286,8 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
       tool: next.tool,
       args: next.args,
     };
+    const reuse = reuseKeyFor(call.key);
+    if (reuse) call.reuse_key = reuse;
     // The saga in one line: what must be undone if the run is cancelled holding a GPU.
     const hold = next.lane === 'gpu' ? `release_gpu:${call.key}` : undefined;
     if (hold) compensations.push(hold);
@@ -265,8 +307,11 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   };
 
   const think = async (prompt: string): Promise<{ output: string; attempt: number; duplicate: boolean }> => {
+    const key = `${info.workflowId}:${step}:${digest(prompt)}`;
+    const reuse = reuseKeyFor(key);
     const reply = await model.callModel({
-      key: `${info.workflowId}:${step}:${digest(prompt)}`,
+      key,
+      ...(reuse ? { reuse_key: reuse } : {}),
       org: input.org,
       run_id: input.run_id,
       messages: [
@@ -281,8 +326,11 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   /** One model turn of the `llm` policy: the whole conversation, every tool on offer. */
   const converse = async (): Promise<{ output: string; attempt: number; duplicate: boolean }> => {
     const last = conversation.messages[conversation.messages.length - 1];
+    const key = `${info.workflowId}:${step}:${digest(JSON.stringify(last))}`;
+    const reuse = reuseKeyFor(key);
     const reply = await model.callModel({
-      key: `${info.workflowId}:${step}:${digest(JSON.stringify(last))}`,
+      key,
+      ...(reuse ? { reuse_key: reuse } : {}),
       org: input.org,
       run_id: input.run_id,
       messages: conversation.messages,
@@ -329,15 +377,28 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   };
 
   try {
-    if (!input.carry) {
+    if (!input.carry && input.fork) {
+      // A fork starts where its snapshot was: workspace restored, state as of then, a parent link.
+      const restored = await cpu.restoreSnapshot({ org: input.org, run_id: input.run_id, from_run_id: input.fork.from_run_id, snapshot_id: input.fork.snapshot_id });
+      ({ step, context, attempts } = restored.state);
+      duplicatesSuppressed = restored.state.duplicates_suppressed;
+      if (restored.state.conversation) conversation = restored.state.conversation;
+      // The fork's own goal, when it was given one, else the snapshot's.
+      goal = input.fork.goal ?? restored.state.goal;
+      executionStartedAtStep = step;
+      reusable = new Set(restored.reusable_keys);
+      setStatus('running', 'run_started', { forked_from: { run_id: input.fork.from_run_id, snapshot_id: input.fork.snapshot_id, step }, restored: { files: restored.files, bytes: restored.bytes } });
+    } else if (!input.carry) {
       // Announced first, so watchers see the run the moment it exists; the workspace comes next.
       setStatus('running', 'run_started');
       await cpu.prepareWorkspace({ org: input.org, run_id: input.run_id, goal });
     }
+    series?.start();
     for (;;) {
       await condition(() => !paused || cancelRequested);
       if (cancelRequested) {
         conversation = cancelPending(conversation);
+        await series?.finish({ cancelled: true });
         await compensate();
         setStatus('cancelled', 'run_finished');
         break;
@@ -347,11 +408,18 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
           ? planLlm({ step, max_steps: input.max_steps, conversation })
           : plan({ step, max_steps: input.max_steps, goal, context, research_every: researchEvery });
       if (next.kind === 'finish') {
+        if (series) {
+          await series.finish({ cancelled: false });
+          const missing = series.finalMissing();
+          if (missing) throw ApplicationFailure.nonRetryable(missing, 'FinalSnapshotMissing');
+        }
         setStatus('done', 'run_finished', input.policy === 'llm' && conversation.answer !== undefined ? { answer: conversation.answer.slice(0, 4_000) } : {});
         break;
       }
       // Never on an execution's first step: that would hand over forever.
       if (step > executionStartedAtStep && overBudget()) {
+        // A capture never straddles the hand-over: its row lands in this execution, its budget carries.
+        await series?.idle();
         await condition(allHandlersFinished);
         await flushed();
         // A cancel accepted while the outbox drained is handled here, not dropped by the hand-over.
@@ -367,6 +435,8 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
           status,
           children: children.slice(-MAX_CHILDREN_SHOWN),
           ...(input.policy === 'llm' ? { conversation: trimConversation(conversation) } : {}),
+          ...(series ? { snapshots: series.carry() } : {}),
+          ...(reusable.size ? { reusable_keys: [...reusable] } : {}),
         };
         return await continueAsNew<typeof AgentRun>({ ...input, goal, carry: nextCarry });
       }
@@ -414,12 +484,15 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         duplicate: done.duplicate,
         output: done.output.slice(0, 2_000),
       });
+      // After the turn, before the next input goes in: the agent is not writing to its workspace now.
+      if (series && !cancelRequested) await series.turn(step);
     }
   } catch (err) {
     if (err instanceof ContinueAsNew) throw err; // not a failure: this execution hands over to the next
     if (isCancellation(err)) {
       // Temporal cancellation: record it, publish it, and let the cancellation stand.
       conversation = cancelPending(conversation);
+      await CancellationScope.nonCancellable(async () => series?.finish({ cancelled: true }));
       await compensate();
       await CancellationScope.nonCancellable(async () => {
         setStatus('cancelled', 'run_finished');
@@ -428,10 +501,12 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
       throw err;
     }
     const cause = err instanceof ActivityFailure && err.cause ? err.cause : err;
+    const type = cause instanceof ApplicationFailure ? cause.type : undefined;
     failure = {
-      reason: cause instanceof ApplicationFailure && cause.type === 'LaneStalled' ? 'lane_stalled' : 'activity_failed',
+      reason: type === 'LaneStalled' ? 'lane_stalled' : type === 'FinalSnapshotMissing' ? 'final_snapshot_missing' : type === 'SnapshotUnusable' ? 'snapshot_unusable' : 'activity_failed',
       message: cause instanceof Error ? cause.message : String(cause),
     };
+    series?.abandon();
     setStatus('failed', 'run_finished');
     await drainOutbox();
     throw ApplicationFailure.nonRetryable(failure.message, failure.reason);

@@ -1,0 +1,81 @@
+import { randomBytes } from 'node:crypto';
+import { createWriteStream } from 'node:fs';
+import { mkdir, open, rename, rm, stat, writeFile } from 'node:fs/promises';
+import { dirname, resolve, sep } from 'node:path';
+import { Transform, type Readable } from 'node:stream';
+import { pipeline } from 'node:stream/promises';
+import { pathToFileURL } from 'node:url';
+import { checkObjectKey, InvalidObjectKey, ObjectNotFound, type ObjectStore, type StoredObject } from './object-store';
+
+/** Objects as files under one directory; a put goes to `<key>.partial-<random>` and is renamed into place. */
+export class LocalObjectStore implements ObjectStore {
+  private readonly root: string;
+
+  constructor(root: string) {
+    this.root = resolve(root);
+  }
+
+  private path(key: string): string {
+    checkObjectKey(key);
+    const full = resolve(this.root, key);
+    if (!full.startsWith(this.root + sep)) throw new InvalidObjectKey(key, 'escapes the store');
+    return full;
+  }
+
+  async put(key: string, body: Readable | Buffer): Promise<StoredObject> {
+    const full = this.path(key);
+    await mkdir(dirname(full), { recursive: true });
+    const partial = `${full}.partial-${randomBytes(6).toString('hex')}`;
+    let bytes = 0;
+    try {
+      if (Buffer.isBuffer(body)) {
+        await writeFile(partial, body, { flag: 'wx' });
+        bytes = body.length;
+      } else {
+        const count = new Transform({
+          transform(chunk: Buffer, _enc, done) {
+            bytes += chunk.length;
+            done(null, chunk);
+          },
+        });
+        await pipeline(body, count, createWriteStream(partial, { flags: 'wx' }));
+      }
+      await rename(partial, full);
+    } catch (err) {
+      await rm(partial, { force: true });
+      throw err;
+    }
+    return { key, bytes, url: this.url(key) };
+  }
+
+  async get(key: string): Promise<Readable> {
+    const full = this.path(key);
+    try {
+      // Opened here, not lazily by the stream, so a missing object is this call's error.
+      const file = await open(full);
+      return file.createReadStream({ highWaterMark: 1024 * 1024 });
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'EISDIR') throw new ObjectNotFound(key);
+      throw err;
+    }
+  }
+
+  async stat(key: string): Promise<{ bytes: number } | undefined> {
+    try {
+      const s = await stat(this.path(key));
+      return s.isFile() ? { bytes: s.size } : undefined;
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+      throw err;
+    }
+  }
+
+  url(key: string): string {
+    return pathToFileURL(this.path(key)).href;
+  }
+
+  async delete(key: string): Promise<void> {
+    await rm(this.path(key), { force: true });
+  }
+}

@@ -1,0 +1,378 @@
+import type { RunEvent } from '@agentrun/contracts';
+import { useEffect, useMemo, useState } from 'preact/hooks';
+import { ApiError, errorText, getJson, runPath, type RunSummary } from './api';
+import { BarChart, PALETTE } from './charts';
+import { AgentControls, EvalControls } from './controls';
+import { justStarted, runHref, runsHref } from './router';
+import { agentGauge, describeEvent, EventLog, evalSummary, isTerminalStatus, stepDurations, type CaseCell, type EvalSummary } from './run-view';
+import { Snapshots } from './snapshots';
+import { followRun, type StreamStatus } from './stream';
+import { clockTime, formatTime, Link, StatusBadge } from './ui';
+
+/** Events rendered at once; a long run's older events are one click away. */
+const TIMELINE_SHOWN = 300;
+
+const STREAM_WORDS: Record<StreamStatus, string> = {
+  connecting: 'Connecting to the live stream…',
+  live: 'Live',
+  reconnecting: 'Connection lost; reconnecting and resuming after the last event…',
+  ended: 'The run has ended; every event is shown',
+  'not-found': 'Run not found (yet)',
+  absent: 'Run not found',
+  'signed-out': 'Signed out',
+  closed: 'Stopped following',
+};
+
+export function RunPage({ runId }: { runId: string }) {
+  const [summary, setSummary] = useState<RunSummary>();
+  const [missing, setMissing] = useState<string>();
+  const [loadError, setLoadError] = useState<string>();
+  const log = useMemo(() => new EventLog(), [runId]);
+  const [, setVersion] = useState(0);
+  const [stream, setStream] = useState<StreamStatus>('connecting');
+  const started = useMemo(justStarted, [runId]);
+  const hasEvents = log.size > 0;
+
+  // The row (kind, created, model); asked again once events show that a run not found yet exists.
+  useEffect(() => {
+    if (summary) return;
+    const abort = new AbortController();
+    getJson<RunSummary>(runPath(runId), abort.signal)
+      .then((row) => {
+        setSummary(row);
+        setMissing(undefined);
+      })
+      .catch((err: unknown) => {
+        if (abort.signal.aborted) return;
+        if (err instanceof ApiError && err.status === 404) setMissing(err.detail);
+        else setLoadError(errorText(err));
+      });
+    return () => abort.abort();
+  }, [runId, hasEvents, summary]);
+
+  // The whole timeline comes from the stream: from seq 1 on a (re)load, after the last contiguous
+  // seq on a reconnect; the log keeps each seq once, so an overlap never shows twice.
+  useEffect(
+    () =>
+      followRun(runId, () => log.contiguousSeq(), {
+        onEvents: (events) => {
+          if (log.add(events) > 0) setVersion((v) => v + 1);
+        },
+        onStatus: (status, detail) => {
+          setStream(status);
+          if (status === 'not-found' || status === 'absent') setMissing(detail ?? 'run not found');
+        },
+      }),
+    [runId, log],
+  );
+
+  if (missing !== undefined && !hasEvents) {
+    // A run started a moment ago is not in the read model until its first event is projected.
+    if (started && stream !== 'absent') {
+      return (
+        <section aria-labelledby="starting-title" aria-busy="true">
+          <h1 id="starting-title">{`Starting ${runId}…`}</h1>
+          <p class="muted">The run was accepted; its first events are on their way.</p>
+        </section>
+      );
+    }
+    return (
+      <section aria-labelledby="missing-title" data-testid="run-not-found">
+        <h1 id="missing-title">Run not found</h1>
+        <p>{missing}</p>
+        <p class="muted">A run started a moment ago shows up here as soon as its first event is recorded.</p>
+        <p>
+          <Link href={runsHref}>Back to the runs</Link>
+        </p>
+      </section>
+    );
+  }
+
+  const events = log.events();
+  const state = (log.latestState() ?? summary?.state) as (Record<string, unknown> & { status?: string }) | undefined;
+  const status = state?.status ?? summary?.status;
+  const kind = summary?.kind ?? events[0]?.kind;
+  const parent = typeof state?.parent_run_id === 'string' ? state.parent_run_id : summary?.parent_run_id;
+  const forkedFrom = typeof state?.forked_from_snapshot === 'string' ? state.forked_from_snapshot : undefined;
+  const evalView = kind === 'eval' ? evalSummary(state) : undefined;
+
+  return (
+    <article aria-labelledby="run-title" class="run-page">
+      <nav aria-label="Breadcrumb" class="breadcrumb">
+        <Link href={runsHref}>Runs</Link> / <span aria-current="page">{runId}</span>
+      </nav>
+      <header class="run-header">
+        <h1 id="run-title">{runId}</h1>
+        <StatusBadge status={status} />
+        <dl class="facts">
+          <div>
+            <dt>Kind</dt>
+            <dd>{kind ?? '…'}</dd>
+          </div>
+          <div>
+            <dt>Created</dt>
+            <dd>{formatTime(summary?.created_at)}</dd>
+          </div>
+          {parent && (
+            <div>
+              <dt>{forkedFrom ? 'Forked from' : 'Parent'}</dt>
+              <dd>
+                <Link href={runHref(parent)}>{parent}</Link>
+                {forkedFrom ? ` at ${forkedFrom}` : ''}
+              </dd>
+            </div>
+          )}
+          {typeof state?.reason === 'string' && (
+            <div>
+              <dt>Reason</dt>
+              <dd>
+                {state.reason}
+                {typeof state.message === 'string' ? `: ${state.message}` : ''}
+              </dd>
+            </div>
+          )}
+        </dl>
+      </header>
+      <p class="stream-status" aria-live="polite" data-testid="stream-status" data-stream={stream}>
+        {`${STREAM_WORDS[stream]} · ${events.length} event${events.length === 1 ? '' : 's'}${status ? ` · status ${status.replace(/_/g, ' ')}` : ''}`}
+      </p>
+      {loadError && (
+        <p class="error" role="alert">
+          {loadError}
+        </p>
+      )}
+      <div class="run-grid">
+        {kind === 'eval' ? <EvalOverview view={evalView} /> : <AgentOverview state={state} />}
+        {kind === 'eval' ? (
+          <EvalControls runId={runId} status={status} reviewers={evalView?.reviewers ?? []} />
+        ) : kind === 'agent' ? (
+          <AgentControls runId={runId} status={status} />
+        ) : null}
+      </div>
+      {kind === 'eval' && evalView && <CaseGrid view={evalView} />}
+      {kind === 'agent' && <StepChart events={events} />}
+      {kind === 'agent' && <Snapshots runId={runId} events={events} />}
+      <Timeline events={events} ended={stream === 'ended' || isTerminalStatus(status)} />
+    </article>
+  );
+}
+
+function AgentOverview({ state }: { state: Record<string, unknown> | undefined }) {
+  const gauge = agentGauge(state);
+  return (
+    <section class="panel overview" aria-labelledby="overview-title">
+      <h2 id="overview-title">Agent</h2>
+      {!gauge ? (
+        <p class="muted">Waiting for the run's first state…</p>
+      ) : (
+        <dl class="gauges">
+          <div>
+            <dt>Goal</dt>
+            <dd data-testid="agent-goal">{gauge.goal}</dd>
+          </div>
+          <div>
+            <dt id="step-label">Step</dt>
+            <dd>
+              <meter aria-labelledby="step-label" min={0} max={Math.max(1, gauge.max_steps)} value={gauge.step} />
+              <span data-testid="agent-step">{` ${gauge.step} of ${gauge.max_steps}`}</span>
+            </dd>
+          </div>
+          <div>
+            <dt id="history-label">History</dt>
+            <dd>
+              {gauge.history ? (
+                <>
+                  <meter aria-labelledby="history-label" min={0} max={gauge.history.budget} high={gauge.history.budget * 0.8} value={gauge.history.length} />
+                  {` ${gauge.history.length} of ${gauge.history.budget} events before it continues as new`}
+                </>
+              ) : (
+                <span class="muted">not reported by this gateway</span>
+              )}
+            </dd>
+          </div>
+          {typeof state?.policy === 'string' && (
+            <div>
+              <dt>Policy · tier</dt>
+              <dd>{`${state.policy} · ${String(state.tier ?? '')}`}</dd>
+            </div>
+          )}
+        </dl>
+      )}
+    </section>
+  );
+}
+
+const score = (value: number | null | undefined): string => (typeof value === 'number' ? value.toFixed(3) : '—');
+
+function EvalOverview({ view }: { view: EvalSummary | undefined }) {
+  return (
+    <section class="panel overview" aria-labelledby="overview-title">
+      <h2 id="overview-title">Evaluation</h2>
+      {!view ? (
+        <p class="muted">Waiting for the run's first state…</p>
+      ) : (
+        <dl class="gauges">
+          <div>
+            <dt>Model · suite</dt>
+            <dd>{`${view.model ?? '?'} · ${view.suite ?? '?'}`}</dd>
+          </div>
+          <div>
+            <dt>Score so far</dt>
+            <dd class="score" data-testid="eval-score">
+              {score(view.score)}
+            </dd>
+          </div>
+          <div>
+            <dt id="cases-label">Cases finished</dt>
+            <dd>
+              <meter aria-labelledby="cases-label" min={0} max={Math.max(1, view.total)} value={view.done} />
+              <span data-testid="eval-done">{` ${view.done} of ${view.total}`}</span>
+              {` (ok ${view.counts.ok}, failed ${view.counts.failed}, ungraded ${view.counts.ungraded})`}
+            </dd>
+          </div>
+          <div>
+            <dt>Reviewers</dt>
+            <dd>{view.reviewers.length ? view.reviewers.join(', ') : 'none listed'}</dd>
+          </div>
+          {view.approved_by && (
+            <div>
+              <dt>Approved by</dt>
+              <dd data-testid="approved-by">{view.approved_by}</dd>
+            </div>
+          )}
+        </dl>
+      )}
+    </section>
+  );
+}
+
+const CASE_COLOURS: Record<string, string> = { ok: '#059669', failed: '#dc2626', ungraded: '#6b7280', running: '#2563eb', pending: '#cbd5e1' };
+
+function CaseGrid({ view }: { view: EvalSummary }) {
+  const labels = useMemo(() => view.cases.map((c) => c.case_id), [view]);
+  const datasets = useMemo(
+    () => [
+      {
+        label: 'score',
+        data: view.cases.map((c: CaseCell) => (c.status === 'ok' || c.status === 'failed' ? (c.score ?? 0) : null)),
+        backgroundColor: view.cases.map((c) => CASE_COLOURS[c.status]),
+      },
+    ],
+    [view],
+  );
+  return (
+    <section class="panel cases" aria-labelledby="cases-title">
+      <h2 id="cases-title">Cases</h2>
+      <ul class="case-grid" aria-label="Cases and their results">
+        {view.cases.map((c) => (
+          <li key={c.case_id} class={`case case-${c.status}`} data-case-id={c.case_id} data-case-status={c.status}>
+            <span class="case-id">{c.case_id}</span>
+            <span class="case-status">{c.status}</span>
+            <span class="case-score">{c.score !== undefined ? c.score.toFixed(2) : c.error_type ?? ''}</span>
+            {c.attempts && c.attempts > 1 ? <span class="case-attempts">{`${c.attempts} attempts`}</span> : null}
+          </li>
+        ))}
+      </ul>
+      <h3>Score per case</h3>
+      <BarChart
+        testId="chart-case-scores"
+        labels={labels}
+        datasets={datasets}
+        label={`Score per case: ${view.cases.map((c) => `${c.case_id} ${c.score !== undefined ? c.score.toFixed(2) : c.status}`).join(', ')}`}
+        xTitle="case"
+        yTitle="score"
+        yMax={1}
+      />
+    </section>
+  );
+}
+
+function StepChart({ events }: { events: RunEvent[] }) {
+  const steps = useMemo(() => stepDurations(events), [events]);
+  const lanes = useMemo(() => [...new Set(steps.map((s) => s.lane))], [steps]);
+  const labels = useMemo(() => steps.map((s) => String(s.step)), [steps]);
+  const datasets = useMemo(
+    () =>
+      lanes.map((lane, i) => ({
+        label: lane,
+        data: steps.map((s) => (s.lane === lane ? Math.round(s.seconds * 1000) / 1000 : null)),
+        backgroundColor: PALETTE[i % PALETTE.length],
+      })),
+    [steps, lanes],
+  );
+  const perLane = lanes.map((lane) => {
+    const mine = steps.filter((s) => s.lane === lane);
+    const total = mine.reduce((sum, s) => sum + s.seconds, 0);
+    return { lane, count: mine.length, total, mean: total / mine.length };
+  });
+  return (
+    <section class="panel steps" aria-labelledby="steps-title">
+      <h2 id="steps-title">Step durations per lane</h2>
+      {steps.length === 0 ? (
+        <p class="muted">No step has finished yet.</p>
+      ) : (
+        <div class="steps-body">
+          <BarChart
+            testId="chart-step-durations"
+            labels={labels}
+            datasets={datasets}
+            stacked
+            label={`Step durations in seconds, per lane: ${perLane.map((l) => `${l.lane} mean ${l.mean.toFixed(2)} s over ${l.count} steps`).join('; ')}`}
+            xTitle="step"
+            yTitle="seconds"
+          />
+          <table class="lane-table">
+            <caption>Per lane</caption>
+            <thead>
+              <tr>
+                <th scope="col">Lane</th>
+                <th scope="col">Steps</th>
+                <th scope="col">Mean</th>
+                <th scope="col">Total</th>
+              </tr>
+            </thead>
+            <tbody>
+              {perLane.map((l) => (
+                <tr key={l.lane}>
+                  <th scope="row">{l.lane}</th>
+                  <td>{l.count}</td>
+                  <td>{`${l.mean.toFixed(2)} s`}</td>
+                  <td>{`${l.total.toFixed(2)} s`}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </section>
+  );
+}
+
+function Timeline({ events, ended }: { events: RunEvent[]; ended: boolean }) {
+  const [all, setAll] = useState(false);
+  const newestFirst = useMemo(() => [...events].reverse(), [events]);
+  const shown = all ? newestFirst : newestFirst.slice(0, TIMELINE_SHOWN);
+  return (
+    <section class="panel timeline-panel" aria-labelledby="timeline-title">
+      <h2 id="timeline-title">Timeline</h2>
+      <p class="muted">
+        {`Newest first. ${events.length} event${events.length === 1 ? '' : 's'}${ended ? '' : ', more arriving live'}.`}
+      </p>
+      <ol class="timeline" reversed tabIndex={0} aria-label="Run events, newest first">
+        {shown.map((event) => (
+          <li key={event.seq} data-seq={event.seq} data-type={event.type} class={`event event-${event.type}`}>
+            <span class="seq">{`#${event.seq}`}</span>
+            <time dateTime={event.ts}>{clockTime(event.ts)}</time>
+            <span class="type">{event.type.replace(/_/g, ' ')}</span>
+            <span class="desc">{describeEvent(event)}</span>
+          </li>
+        ))}
+      </ol>
+      {shown.length < events.length && (
+        <button type="button" class="secondary" onClick={() => setAll(true)}>
+          {`Show all ${events.length} events`}
+        </button>
+      )}
+    </section>
+  );
+}

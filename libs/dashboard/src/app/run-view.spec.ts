@@ -1,0 +1,94 @@
+import type { RunEvent } from '@agentrun/contracts';
+import { agentGauge, describeEvent, EventLog, evalSummary, mergeSnapshots, stepDurations } from './run-view';
+
+const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
+const ev = (seq: number, type: string, payload: Record<string, unknown> = {}, ts = at(seq)): RunEvent => ({
+  run_id: 'r',
+  org: 'o',
+  kind: 'agent',
+  seq,
+  type,
+  ts,
+  payload,
+});
+
+describe('the run page model', () => {
+  it('keeps each event once whatever the order and overlap of deliveries, and resumes after the contiguous prefix', () => {
+    const log = new EventLog();
+    expect(log.add([ev(1, 'run_started'), ev(2, 'step_completed')])).toBe(2);
+    // A reconnect that resumes too early, and a reload that starts again from seq 1.
+    expect(log.add([ev(2, 'step_completed'), ev(4, 'step_completed')])).toBe(1);
+    expect(log.contiguousSeq()).toBe(2);
+    expect(log.add([ev(1, 'run_started'), ev(2, 'step_completed'), ev(3, 'step_completed'), ev(4, 'step_completed')])).toBe(1);
+    expect(log.events().map((e) => e.seq)).toEqual([1, 2, 3, 4]);
+    expect(log.contiguousSeq()).toBe(4);
+    expect(log.size).toBe(4);
+  });
+
+  it('the newest event with a state gives the state', () => {
+    const log = new EventLog();
+    log.add([ev(1, 'run_started', { state: { status: 'running' } }), ev(3, 'x'), ev(2, 'status_changed', { state: { status: 'paused' } })]);
+    expect(log.latestState()?.status).toBe('paused');
+  });
+
+  it('step durations run from the previous boundary, per lane, and time paused is not a step', () => {
+    const events = [
+      ev(1, 'run_started', { state: { status: 'running' } }, at(0)),
+      ev(2, 'step_completed', { step: 0, kind: 'llm' }, at(2)),
+      ev(3, 'step_completed', { step: 1, kind: 'tool', tool: 'search', lane: 'cpu-tools' }, at(5)),
+      ev(4, 'status_changed', { state: { status: 'paused' } }, at(6)),
+      ev(5, 'status_changed', { state: { status: 'running' } }, at(60)),
+      ev(6, 'step_completed', { step: 2, kind: 'tool', tool: 'embed', lane: 'gpu-tools' }, at(64)),
+    ];
+    expect(stepDurations(events)).toEqual([
+      { step: 0, lane: 'model', label: 'llm', seconds: 2 },
+      { step: 1, lane: 'cpu-tools', label: 'search', seconds: 3 },
+      { step: 2, lane: 'gpu-tools', label: 'embed', seconds: 4 },
+    ]);
+  });
+
+  it('an eval state becomes a grid in case order, with the score so far', () => {
+    const view = evalSummary({
+      status: 'running',
+      model: 'm-1',
+      suite: 'smoke',
+      total: 3,
+      done: 2,
+      counts: { ok: 1, failed: 1, ungraded: 0 },
+      score: 0.4,
+      reviewers: ['alice'],
+      cases: { 'case-10': { status: 'running' }, 'case-2': { status: 'failed', score: 0, error_type: 'agent_error' }, 'case-1': { status: 'ok', score: 0.8, attempts: 2 } },
+    });
+    expect(view?.cases.map((c) => [c.case_id, c.status])).toEqual([
+      ['case-1', 'ok'],
+      ['case-2', 'failed'],
+      ['case-10', 'running'],
+    ]);
+    expect(view).toMatchObject({ total: 3, done: 2, score: 0.4, reviewers: ['alice'] });
+    expect(evalSummary({ status: 'running', goal: 'not an eval' })).toBeUndefined();
+  });
+
+  it('the agent gauge shows history only when the state reports it', () => {
+    expect(agentGauge({ status: 'running', goal: 'g', step: 3, max_steps: 8 })).toEqual({ goal: 'g', step: 3, max_steps: 8 });
+    expect(agentGauge({ status: 'running', goal: 'g', step: 3, max_steps: 8, history_length: 500 })?.history).toEqual({ length: 500, budget: 2000 });
+  });
+
+  it('snapshots from the API and from events are one row each', () => {
+    const row = (id: string, t: number, status = 'ok') => ({ snapshot_id: id, is_final: false, capture_status: status, captured_at_utc: at(t), elapsed_s: t });
+    const events = [ev(3, 'snapshot_captured', { snapshot: row('s-2', 2, 'partial') }), ev(4, 'snapshot_captured', { snapshot: row('s-3', 3) })];
+    const merged = mergeSnapshots([row('s-1', 1), row('s-2', 2)], events);
+    expect(merged.map((r) => [r.snapshot_id, r.capture_status])).toEqual([
+      ['s-1', 'ok'],
+      ['s-2', 'ok'],
+      ['s-3', 'ok'],
+    ]);
+  });
+
+  it('every event type reads as a line, unknown ones by their type', () => {
+    expect(describeEvent(ev(1, 'step_completed', { step: 4, kind: 'tool', tool: 'embed', lane: 'gpu-tools', attempt: 2, duplicate: true }))).toBe(
+      'step 4 · embed on gpu-tools · attempt 2 · duplicate (served from the ledger)',
+    );
+    expect(describeEvent(ev(1, 'case_finished', { case_id: 'c-1', status: 'ok', score: 0.5 }))).toBe('case c-1: ok, score 0.5');
+    expect(describeEvent(ev(1, 'something_new'))).toBe('something new');
+  });
+});
