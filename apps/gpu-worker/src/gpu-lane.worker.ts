@@ -1,5 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { createAgentActivities, createEvalActivities, LocalObjectStore, GPU_TOOLS } from '@agentrun/activities';
+import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
+import { createAgentActivities, createEvalActivities, GPU_TOOLS } from '@agentrun/activities';
 import { lanesFor } from '@agentrun/commands';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
@@ -26,7 +27,7 @@ export class GpuLaneWorker extends LaneWorkers {
           tools: GPU_TOOLS,
           gpuLeases: new GpuLeases(this.db.dataSource),
           pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
-          payloads: { store: new LocalObjectStore(this.config.OBJECT_STORE_DIR), inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
+          payloads: { store: createObjectStore(objectStoreConfigOf(this.config)), inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
         }),
       },
       {

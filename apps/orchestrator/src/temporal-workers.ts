@@ -1,5 +1,5 @@
 import { Inject, Injectable } from '@nestjs/common';
-import { createAgentActivities, LocalObjectStore, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
+import { createAgentActivities, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { lanesFor } from '@agentrun/commands';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
@@ -22,6 +22,7 @@ export class TemporalWorkers extends LaneWorkers {
 
   protected lanes(): LaneWorkerOptions[] {
     const lanes = lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX);
+    const store = createObjectStore(objectStoreConfigOf(this.config));
     const workflowSource = this.config.WORKFLOW_BUNDLE_PATH
       ? { workflowBundle: { codePath: this.config.WORKFLOW_BUNDLE_PATH } }
       : { workflowsPath: require.resolve('@agentrun/workflows') };
@@ -45,9 +46,9 @@ export class TemporalWorkers extends LaneWorkers {
           }),
           compensations: new GpuLeases(this.db.dataSource),
           // Forks restore their snapshot here, where workspaces are prepared.
-          snapshots: { store: createObjectStore(objectStoreConfigOf(this.config)), maxBytes: this.config.SNAPSHOT_RESTORE_MAX_BYTES },
+          snapshots: { store, maxBytes: this.config.SNAPSHOT_RESTORE_MAX_BYTES },
           pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
-          payloads: { store: new LocalObjectStore(this.config.OBJECT_STORE_DIR), inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
+          payloads: { store, inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
         }),
       },
     ];

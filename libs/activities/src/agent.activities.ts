@@ -4,7 +4,8 @@ import { hostname } from 'node:os';
 import type { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import type { AgentActivities, ModelCall, ModelReply, ToolCall, ToolResult } from '@agentrun/workflows';
 import { ChatError, type ChatClient, type ChatMessage } from './llm';
-import { inlineOrStore, type LocalObjectStore } from './payloads';
+import type { ObjectStore } from '@agentrun/archive';
+import { inlineOrStore } from './payloads';
 import { restoreSnapshotActivity, type RestoreDeps } from './snapshot.activities';
 import { toolSpecsFor } from './tool-specs';
 import { BadArguments, type Tool } from './tools';
@@ -26,7 +27,7 @@ export interface AgentActivityDeps {
   /** Where a fork's snapshot is restored from; set on the lane that prepares workspaces. */
   snapshots?: Omit<RestoreDeps, 'workspaceRoot'>;
   /** Outputs larger than `inlineMaxBytes` go to this store; history keeps a reference. */
-  payloads: { store: LocalObjectStore; inlineMaxBytes: number };
+  payloads: { store: ObjectStore; inlineMaxBytes: number };
 }
 
 /** Who holds a lease: this process on this host. */

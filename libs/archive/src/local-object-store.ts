@@ -1,5 +1,4 @@
 import { randomBytes } from 'node:crypto';
-import { createWriteStream } from 'node:fs';
 import { mkdir, open, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, resolve, sep } from 'node:path';
 import { Transform, type Readable } from 'node:stream';
@@ -38,7 +37,14 @@ export class LocalObjectStore implements ObjectStore {
             done(null, chunk);
           },
         });
-        await pipeline(body, count, createWriteStream(partial, { flags: 'wx' }));
+        // Opened here rather than by the stream: a stream still opening when the body fails would
+        // create the partial file after the cleanup below had already run.
+        const file = await open(partial, 'wx');
+        try {
+          await pipeline(body, count, file.createWriteStream());
+        } finally {
+          await file.close();
+        }
       }
       await rename(partial, full);
     } catch (err) {
