@@ -3,7 +3,7 @@
 # (the entrypoint is `node`; docker-compose.yml sets the command per service).
 #
 # Stages: manifests (package.json files only, so dependency layers stay cached while code changes)
-# -> deps (npm ci, dev deps included) -> build (tsc -b + workflow bundle)
+# -> deps (npm ci, dev deps included) -> build (tsc -b + workflow bundle + dashboard bundle)
 # -> prod-deps (npm ci --omit=dev) -> runtime (prod node_modules + compiled output, non-root).
 
 ARG NODE_IMAGE=node:20-bookworm-slim
@@ -31,11 +31,12 @@ FROM base AS deps
 COPY --from=manifests /manifests/ ./
 RUN npm ci
 
-# --- compile libs and apps in place (libs/*/dist, apps/*/dist), then bundle the workflows ---
+# --- compile libs and apps in place (libs/*/dist, apps/*/dist), then bundle the workflows and the dashboard ---
 FROM deps AS build
 COPY . .
 RUN npx tsc -b tsconfig.build.json \
  && node tools/bundle-workflows.js \
+ && node tools/bundle-dashboard.js \
  && mkdir -p /out \
  && tar -cf - --exclude='*.tsbuildinfo' package.json apps/*/dist libs/*/package.json libs/*/dist \
     tools/model-server.js | tar -xf - -C /out

@@ -156,6 +156,7 @@ start() {
 
 AgentRun is up in $(( $(date +%s) - t0 ))s (local mode: the org comes from the X-Org header).
   gateway      http://127.0.0.1:${GATEWAY_PORT}
+  dashboard    http://127.0.0.1:${GATEWAY_PORT}/ui/   (sign in with org 'demo', or a token from 'npm run token')
   API docs     http://127.0.0.1:${GATEWAY_PORT}/docs
   Temporal UI  http://127.0.0.1:${TEMPORAL_UI_PORT}
   demo run     curl -N -H 'X-Org: demo' http://127.0.0.1:${GATEWAY_PORT}/runs/${demo}/events

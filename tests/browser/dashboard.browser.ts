@@ -1,3 +1,4 @@
+import { readFileSync } from 'node:fs';
 import type { RunEvent, RunStatus } from '@agentrun/contracts';
 import { applyRunEvents, createDataSource } from '@agentrun/persistence';
 import type { Browser, Locator, Page } from 'playwright-core';
@@ -110,6 +111,51 @@ describe('the dashboard in Chromium', () => {
     await page.screenshot({ path: artifactPath('dashboard-run-page.png'), fullPage: true });
   });
 
+  it('lists a run\'s snapshots, downloads an archive and forks a new run from one', async () => {
+    const page = await signedIn();
+    const runId = uniqueId('snapped');
+    await page.locator('summary', { hasText: 'Start a run' }).click();
+    const form = page.getByRole('form', { name: 'Start a run' });
+    await form.getByLabel('Run id').fill(runId);
+    await form.getByLabel('Goal', { exact: true }).fill('leave snapshots behind');
+    await form.getByLabel('Max steps').fill('3');
+    await form.getByLabel('Snapshots').selectOption('turns');
+    await form.getByRole('button', { name: 'Start agent run' }).click();
+    await page.waitForURL(`**/ui/runs/${runId}`);
+    await untilStatus(page, 'done');
+
+    const items = await waitFor('the final snapshot in the manifest', async () => {
+      const res = await platform.http('GET', `/runs/${runId}/snapshots`, { org });
+      const rows = res.body.items as { snapshot_id: string; turn?: number; is_final: boolean }[];
+      return rows.some((r) => r.is_final) && rows;
+    });
+    const rows = page.locator('.snapshots tbody tr');
+    await untilCount('every snapshot on the page', rows, items.length);
+    expect(await rows.evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-snapshot-id')))).toEqual(items.map((r) => r.snapshot_id));
+
+    const final = items[items.length - 1].snapshot_id;
+    const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('button', { name: `Download the archive of ${final}` }).click()]);
+    expect(download.suggestedFilename()).toBe(`${runId}-${final}.tar.gz`);
+    const bytes = readFileSync(await download.path());
+    expect([bytes[0], bytes[1]]).toEqual([0x1f, 0x8b]); // gzip
+    expect(await page.getByTestId('outcome-download').textContent()).toContain(`${runId}-${final}.tar.gz`);
+
+    const second = items.find((r) => r.turn === 2);
+    expect(second).toBeDefined();
+    await page.getByRole('button', { name: `Fork from ${second!.snapshot_id}` }).click();
+    await page.locator('#fork-goal').fill('go on from the second turn');
+    expect(await page.locator('#fork-snapshot').inputValue()).toBe(second!.snapshot_id);
+    await page.getByRole('button', { name: 'Fork run' }).click();
+    const opened = page.getByTestId('outcome-fork').getByRole('link', { name: /^Open / });
+    await opened.waitFor();
+    const forkId = ((await opened.textContent()) ?? '').replace(/^Open /, '');
+    await opened.click();
+    await page.waitForURL(`**/ui/runs/${forkId}`);
+    await untilStatus(page, 'done');
+    expect(await page.locator('.run-header .facts').textContent()).toContain(`Forked from${runId} at ${second!.snapshot_id}`);
+    expect(await page.getByTestId('agent-goal').textContent()).toBe('go on from the second turn');
+  });
+
   it('pauses and resumes a run from the keyboard, and it still reaches done', async () => {
     const runId = await startAgent(12);
     const page = await signedIn();
@@ -150,10 +196,9 @@ describe('the dashboard in Chromium', () => {
 
       await page.getByLabel('New goal', { exact: true }).fill('a goal that comes too late');
       await page.getByRole('button', { name: 'Change goal' }).click();
-      const outcome = page.getByTestId('outcome-change-goal');
-      await outcome.locator('.error').waitFor();
-      expect(await outcome.getAttribute('role')).toBe('alert');
-      expect(await outcome.textContent()).toBe('422 validator rejected: the run is cancelling; its goal can no longer change');
+      const alert = page.getByTestId('outcome-change-goal').getByRole('alert');
+      await alert.locator('.error').waitFor();
+      expect(await alert.textContent()).toBe('422 validator rejected: the run is cancelling; its goal can no longer change');
       expect(await page.getByTestId('agent-goal').textContent()).toBe('a goal that will be cut short');
     } finally {
       await platform.startApp('gpu-worker');
@@ -285,21 +330,23 @@ describe('the dashboard in Chromium', () => {
     expect(await rows.first().getAttribute('data-run-id')).toBe(liveId);
     await page.locator(`tr[data-run-id="${liveId}"] .badge[data-status="done"]`).waitFor({ timeout: 90_000 });
     expect(await liveBadge.textContent()).toBe('done');
+    await page.locator('h1').scrollIntoViewIfNeeded();
     await page.screenshot({ path: artifactPath('dashboard-runs-page.png'), fullPage: false });
 
     // Filters: kind, then a model on top of it, then status.
-    await page.getByLabel('Kind', { exact: true }).selectOption('eval');
+    const filters = page.getByRole('form', { name: 'Filter runs' });
+    await filters.getByLabel('Kind', { exact: true }).selectOption('eval');
     await waitFor('only eval runs', async () => {
       const shown = await rows.locator('td:nth-child(2)').allTextContents();
       return shown.length > 0 && shown.every((k) => k === 'eval') && shown;
     });
-    await page.getByLabel('Model', { exact: true }).fill('m-seed-1');
+    await filters.getByLabel('Model', { exact: true }).fill('m-seed-1');
     const seedOne = (await platform.http('GET', '/runs?kind=eval&model=m-seed-1&limit=200', { org })).body.runs.length;
     await waitFor('only m-seed-1 runs', async () => {
       const subjects = await rows.locator('td.subject').allTextContents();
       return subjects.length === seedOne && subjects.every((s) => s.startsWith('m-seed-1'));
     });
-    await page.getByLabel('Status', { exact: true }).selectOption('published');
+    await filters.getByLabel('Status', { exact: true }).selectOption('published');
     await waitFor('only published m-seed-1 runs', async () => {
       const statuses = await rows.locator('.badge').evaluateAll((badges) => badges.map((b) => b.getAttribute('data-status')));
       return statuses.length > 0 && statuses.length < seedOne && statuses.every((s) => s === 'published');

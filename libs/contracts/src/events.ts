@@ -32,6 +32,9 @@ export type AgentRunState = {
   parent_run_id?: string;
   /** For a fork: the snapshot of `parent_run_id` it started from. */
   forked_from_snapshot?: string;
+  /** The current execution's history length, and the length at which it continues as new. */
+  history_length?: number;
+  history_max_events?: number;
 };
 
 export const CAPTURE_STATUSES = ['ok', 'partial', 'failed', 'skipped'] as const;
@@ -106,6 +109,8 @@ export const AGENT_STATE_SCHEMA = {
     message: { type: 'string' },
     parent_run_id: { type: 'string' },
     forked_from_snapshot: { type: 'string' },
+    history_length: { type: 'integer', minimum: 0 },
+    history_max_events: { type: 'integer', minimum: 1 },
   },
 } as const;
 

@@ -158,6 +158,9 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     ...(input.parent_run_id ? { parent_run_id: input.parent_run_id } : {}),
     ...(input.fork ? { forked_from_snapshot: input.fork.snapshot_id } : {}),
     ...(failure ? { reason: failure.reason, message: failure.message } : {}),
+    // How close this execution is to handing over (continue-as-new), for watchers.
+    history_length: workflowInfo().historyLength,
+    history_max_events: budget.events,
   });
   /** What a snapshot keeps for a fork: the state `plan()` and the conversation need. */
   const forkState = (): ForkState => ({
@@ -247,7 +250,9 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
       // Rejected here means never written to history.
       validator: ({ command_id, goal: next }) => {
         if (typeof next !== 'string' || next.trim() === '') throw new Error('goal must not be empty');
-        if (next.length > 500) throw new Error('goal must be at most 500 characters');
+        // Characters are code points, as the schema at the boundary counts them (an emoji is one,
+        // not two UTF-16 units): a goal a start accepts must not be refused here.
+        if ([...next].length > 500) throw new Error('goal must be at most 500 characters');
         if (!command_id) throw new Error('command_id is required');
         if (settling()) throw new Error(`the run is ${status}; its goal can no longer change`);
       },

@@ -36,6 +36,7 @@ export function AgentControls({ runId, status }: { runId: string; status: string
   return (
     <section class="panel controls" aria-labelledby="controls-title">
       <h2 id="controls-title">Controls</h2>
+      {over && <p class="muted">The run has ended; only what applies to a finished run is on.</p>}
       <div class="button-row">
         <button type="button" disabled={buttons.busy || status !== 'running'} onClick={() => void buttons.send('pause', runPath(runId, '/pause'))}>
           Pause
@@ -90,6 +91,7 @@ export function EvalControls({ runId, status, reviewers }: { runId: string; stat
   return (
     <section class="panel controls" aria-labelledby="controls-title">
       <h2 id="controls-title">Controls</h2>
+      {over && <p class="muted">The run has ended; only what applies to a finished run is on.</p>}
       <form
         onSubmit={(e) => {
           e.preventDefault();

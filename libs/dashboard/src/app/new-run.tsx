@@ -5,6 +5,13 @@ import { OutcomeLine, type Outcome } from './ui';
 
 type Kind = 'agent' | 'eval';
 
+/** The capture series a run may be started with (a fork starts from one of its snapshots). */
+const SNAPSHOT_CHOICES = {
+  none: { label: 'none', body: {} },
+  end: { label: 'one at the end', body: { snapshots: { at_end: true } } },
+  turns: { label: 'every turn, and one at the end', body: { snapshots: { per_turn: true, at_end: true } } },
+} as const;
+
 /** Starts an agent (POST /agents) or an eval (POST /evals) and opens its page. */
 export function NewRunForm() {
   const [kind, setKind] = useState<Kind>('agent');
@@ -13,6 +20,7 @@ export function NewRunForm() {
   const [maxSteps, setMaxSteps] = useState('8');
   const [policy, setPolicy] = useState('scripted');
   const [tier, setTier] = useState('team');
+  const [snapshots, setSnapshots] = useState<'none' | 'end' | 'turns'>('none');
   const [model, setModel] = useState('');
   const [suite, setSuite] = useState('smoke');
   const [cases, setCases] = useState('12');
@@ -28,7 +36,7 @@ export function NewRunForm() {
     try {
       const accepted =
         kind === 'agent'
-          ? await postJson<Accepted>('/agents', { ...id, goal, max_steps: Number(maxSteps), policy, tier })
+          ? await postJson<Accepted>('/agents', { ...id, goal, max_steps: Number(maxSteps), policy, tier, ...SNAPSHOT_CHOICES[snapshots].body })
           : await postJson<Accepted>('/evals', {
               ...id,
               model: model.trim(),
@@ -67,58 +75,72 @@ export function NewRunForm() {
           ))}
         </fieldset>
         <div class="fields">
-          <label>
-            Run id <span class="hint">(optional)</span>
-            <input name="run_id" value={runId} onInput={(e) => setRunId(e.currentTarget.value)} pattern="[A-Za-z0-9][A-Za-z0-9._\-]{0,99}" />
-          </label>
+          <div class="field">
+            <label for="start-run-id">
+              Run id <span class="hint">(optional)</span>
+            </label>
+            <input id="start-run-id" name="run_id" value={runId} onInput={(e) => setRunId(e.currentTarget.value)} pattern="[A-Za-z0-9][A-Za-z0-9._\-]{0,99}" />
+          </div>
           {kind === 'agent' ? (
             <>
-              <label key="goal" class="wide">
-                Goal
-                <input name="goal" required maxLength={500} value={goal} onInput={(e) => setGoal(e.currentTarget.value)} />
-              </label>
-              <label key="max_steps">
-                Max steps
-                <input name="max_steps" type="number" min={1} max={10000} required value={maxSteps} onInput={(e) => setMaxSteps(e.currentTarget.value)} />
-              </label>
-              <label key="policy">
-                Policy
-                <select name="policy" value={policy} onChange={(e) => setPolicy(e.currentTarget.value)}>
+              <div key="goal" class="field wide">
+                <label for="start-goal">Goal</label>
+                <input id="start-goal" name="goal" required maxLength={500} value={goal} onInput={(e) => setGoal(e.currentTarget.value)} />
+              </div>
+              <div key="max_steps" class="field">
+                <label for="start-max-steps">Max steps</label>
+                <input id="start-max-steps" name="max_steps" type="number" min={1} max={10000} required value={maxSteps} onInput={(e) => setMaxSteps(e.currentTarget.value)} />
+              </div>
+              <div key="policy" class="field">
+                <label for="start-policy">Policy</label>
+                <select id="start-policy" name="policy" value={policy} onChange={(e) => setPolicy(e.currentTarget.value)}>
                   <option value="scripted">scripted</option>
                   <option value="llm">llm</option>
                 </select>
-              </label>
-              <label key="tier">
-                Tier
-                <select name="tier" value={tier} onChange={(e) => setTier(e.currentTarget.value)}>
+              </div>
+              <div key="snapshots" class="field">
+                <label for="start-snapshots">Snapshots</label>
+                <select id="start-snapshots" name="snapshots" value={snapshots} onChange={(e) => setSnapshots(e.currentTarget.value as keyof typeof SNAPSHOT_CHOICES)}>
+                  {Object.entries(SNAPSHOT_CHOICES).map(([value, choice]) => (
+                    <option key={value} value={value}>
+                      {choice.label}
+                    </option>
+                  ))}
+                </select>
+              </div>
+              <div key="tier" class="field">
+                <label for="start-tier">Tier</label>
+                <select id="start-tier" name="tier" value={tier} onChange={(e) => setTier(e.currentTarget.value)}>
                   <option value="enterprise">enterprise</option>
                   <option value="team">team</option>
                   <option value="batch">batch</option>
                 </select>
-              </label>
+              </div>
             </>
           ) : (
             <>
-              <label key="model">
-                Model
-                <input name="model" required value={model} onInput={(e) => setModel(e.currentTarget.value)} />
-              </label>
-              <label key="suite">
-                Suite
-                <input name="suite" required value={suite} onInput={(e) => setSuite(e.currentTarget.value)} />
-              </label>
-              <label key="cases">
-                Cases
-                <input name="cases" type="number" min={1} max={500} required value={cases} onInput={(e) => setCases(e.currentTarget.value)} />
-              </label>
-              <label key="fail_fraction">
-                Fail fraction
-                <input name="fail_fraction" type="number" min={0} max={1} step={0.05} required value={failFraction} onInput={(e) => setFailFraction(e.currentTarget.value)} />
-              </label>
-              <label key="reviewers" class="wide">
-                Reviewers <span class="hint">(comma-separated)</span>
-                <input name="reviewers" value={reviewers} onInput={(e) => setReviewers(e.currentTarget.value)} />
-              </label>
+              <div key="model" class="field">
+                <label for="start-model">Model</label>
+                <input id="start-model" name="model" required value={model} onInput={(e) => setModel(e.currentTarget.value)} />
+              </div>
+              <div key="suite" class="field">
+                <label for="start-suite">Suite</label>
+                <input id="start-suite" name="suite" required value={suite} onInput={(e) => setSuite(e.currentTarget.value)} />
+              </div>
+              <div key="cases" class="field">
+                <label for="start-cases">Cases</label>
+                <input id="start-cases" name="cases" type="number" min={1} max={500} required value={cases} onInput={(e) => setCases(e.currentTarget.value)} />
+              </div>
+              <div key="fail_fraction" class="field">
+                <label for="start-fail-fraction">Fail fraction</label>
+                <input id="start-fail-fraction" name="fail_fraction" type="number" min={0} max={1} step={0.05} required value={failFraction} onInput={(e) => setFailFraction(e.currentTarget.value)} />
+              </div>
+              <div key="reviewers" class="field wide">
+                <label for="start-reviewers">
+                  Reviewers <span class="hint">(comma-separated)</span>
+                </label>
+                <input id="start-reviewers" name="reviewers" value={reviewers} onInput={(e) => setReviewers(e.currentTarget.value)} />
+              </div>
             </>
           )}
         </div>

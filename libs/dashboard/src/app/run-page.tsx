@@ -133,8 +133,10 @@ export function RunPage({ runId }: { runId: string }) {
           )}
         </dl>
       </header>
-      <p class="stream-status" aria-live="polite" data-testid="stream-status" data-stream={stream}>
-        {`${STREAM_WORDS[stream]} · ${events.length} event${events.length === 1 ? '' : 's'}${status ? ` · status ${status.replace(/_/g, ' ')}` : ''}`}
+      <p class="stream-status" data-testid="stream-status" data-stream={stream}>
+        {/* Announced when the connection or the run's status changes, not for every event. */}
+        <span role="status">{`${STREAM_WORDS[stream]}${status ? ` · status ${status.replace(/_/g, ' ')}` : ''}`}</span>
+        {` · ${events.length} event${events.length === 1 ? '' : 's'}`}
       </p>
       {loadError && (
         <p class="error" role="alert">
@@ -268,7 +270,7 @@ function CaseGrid({ view }: { view: EvalSummary }) {
           <li key={c.case_id} class={`case case-${c.status}`} data-case-id={c.case_id} data-case-status={c.status}>
             <span class="case-id">{c.case_id}</span>
             <span class="case-status">{c.status}</span>
-            <span class="case-score">{c.score !== undefined ? c.score.toFixed(2) : c.error_type ?? ''}</span>
+            <span class="case-score">{[c.score !== undefined ? c.score.toFixed(2) : '', c.error_type ?? ''].filter(Boolean).join(' · ')}</span>
             {c.attempts && c.attempts > 1 ? <span class="case-attempts">{`${c.attempts} attempts`}</span> : null}
           </li>
         ))}

@@ -1,4 +1,4 @@
-import type { RunEvent } from '@agentrun/contracts';
+import type { RunEvent, SnapshotRow } from '@agentrun/contracts';
 import { agentGauge, describeEvent, EventLog, evalSummary, mergeSnapshots, stepDurations } from './run-view';
 
 const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
@@ -74,7 +74,16 @@ describe('the run page model', () => {
   });
 
   it('snapshots from the API and from events are one row each', () => {
-    const row = (id: string, t: number, status = 'ok') => ({ snapshot_id: id, is_final: false, capture_status: status, captured_at_utc: at(t), elapsed_s: t });
+    const row = (id: string, t: number, status: SnapshotRow['capture_status'] = 'ok'): SnapshotRow => ({
+      snapshot_id: id,
+      is_final: false,
+      capture_status: status,
+      captured_at_utc: at(t),
+      elapsed_s: t,
+      step: t,
+      source_agent_name: 'AgentRun',
+      source_context_id: 'r',
+    });
     const events = [ev(3, 'snapshot_captured', { snapshot: row('s-2', 2, 'partial') }), ev(4, 'snapshot_captured', { snapshot: row('s-3', 3) })];
     const merged = mergeSnapshots([row('s-1', 1), row('s-2', 2)], events);
     expect(merged.map((r) => [r.snapshot_id, r.capture_status])).toEqual([

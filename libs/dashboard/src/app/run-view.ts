@@ -1,4 +1,4 @@
-import { isTerminal, type RunEvent } from '@agentrun/contracts';
+import { isTerminal, type RunEvent, type SnapshotRow } from '@agentrun/contracts';
 
 /**
  * What the run page knows of a run, derived from its events only, so a reload or a reconnect that
@@ -60,7 +60,8 @@ export function describeEvent(event: RunEvent): string {
     case 'run_started':
       return `run started (${status ?? 'running'})`;
     case 'step_completed': {
-      const parts = [`step ${num(p.step) ?? '?'}`, p.tool ? `${String(p.tool)} on ${laneOf(p)}` : String(p.kind ?? 'step')];
+      const what = p.tool ? `${String(p.tool)} on ${laneOf(p)}` : p.kind === 'llm' ? 'model call' : p.kind === 'research' ? 'research child finished' : String(p.kind ?? 'step');
+      const parts = [`step ${num(p.step) ?? '?'}`, what];
       const attempt = num(p.attempt);
       if (attempt && attempt > 1) parts.push(`attempt ${attempt}`);
       if (p.duplicate) parts.push('duplicate (served from the ledger)');
@@ -93,24 +94,14 @@ export function describeEvent(event: RunEvent): string {
 }
 
 /** A row of a run's snapshot series, as GET /runs/{id}/snapshots and `snapshot_captured` carry it. */
-export interface SnapshotRow {
-  snapshot_id: string;
-  turn?: number;
-  version?: number;
-  is_final: boolean;
-  capture_status: 'ok' | 'partial' | 'failed' | 'skipped' | string;
-  capture_reason?: string;
-  captured_at_utc: string;
-  elapsed_s: number;
-  bundle_object_url?: string;
-}
+export type { SnapshotRow };
 
 export function snapshotOf(event: RunEvent): SnapshotRow | undefined {
   const row = event.payload?.snapshot as SnapshotRow | undefined;
   return row && typeof row === 'object' && typeof row.snapshot_id === 'string' ? row : undefined;
 }
 
-/** Rows from the API and from events, one per snapshot id (the API's row wins), oldest first. */
+/** Rows from the API and from events, one per snapshot id (the API's row wins), in capture order. */
 export function mergeSnapshots(fromApi: SnapshotRow[], events: RunEvent[]): SnapshotRow[] {
   const byId = new Map<string, SnapshotRow>();
   for (const event of events) {
@@ -118,7 +109,10 @@ export function mergeSnapshots(fromApi: SnapshotRow[], events: RunEvent[]): Snap
     if (row) byId.set(row.snapshot_id, row);
   }
   for (const row of fromApi) byId.set(row.snapshot_id, row);
-  return [...byId.values()].sort((a, b) => a.captured_at_utc.localeCompare(b.captured_at_utc) || a.snapshot_id.localeCompare(b.snapshot_id));
+  // The capture ordinal (`version`) is the order they landed in; time and id break what it leaves open.
+  return [...byId.values()].sort(
+    (a, b) => (a.version ?? 0) - (b.version ?? 0) || a.captured_at_utc.localeCompare(b.captured_at_utc) || a.snapshot_id.localeCompare(b.snapshot_id),
+  );
 }
 
 export interface StepDuration {

@@ -140,9 +140,9 @@ export function RunsPage() {
       <h1 id="runs-title">Runs</h1>
       <NewRunForm />
       <form class="filters" aria-label="Filter runs" onSubmit={(e) => e.preventDefault()}>
-        <label>
-          Status
-          <select name="status" value={filters.status} onChange={(e) => setFilters({ ...filters, status: e.currentTarget.value })}>
+        <div class="field">
+          <label for="filter-status">Status</label>
+          <select id="filter-status" name="status" value={filters.status} onChange={(e) => setFilters({ ...filters, status: e.currentTarget.value })}>
             <option value="">any</option>
             {statuses.map((s) => (
               <option key={s} value={s}>
@@ -150,19 +150,19 @@ export function RunsPage() {
               </option>
             ))}
           </select>
-        </label>
-        <label>
-          Kind
-          <select name="kind" value={filters.kind} onChange={(e) => setFilters({ ...filters, kind: e.currentTarget.value, status: '' })}>
+        </div>
+        <div class="field">
+          <label for="filter-kind">Kind</label>
+          <select id="filter-kind" name="kind" value={filters.kind} onChange={(e) => setFilters({ ...filters, kind: e.currentTarget.value, status: '' })}>
             <option value="">both</option>
             <option value="agent">agent</option>
             <option value="eval">eval</option>
           </select>
-        </label>
-        <label>
-          Model
-          <input name="model" type="search" value={modelInput} placeholder="exact model name" onInput={(e) => setModelInput(e.currentTarget.value)} />
-        </label>
+        </div>
+        <div class="field">
+          <label for="filter-model">Model</label>
+          <input id="filter-model" name="model" type="search" value={modelInput} placeholder="exact model name" onInput={(e) => setModelInput(e.currentTarget.value)} />
+        </div>
       </form>
       <div role="alert" class="outcome">
         {error && <p class="error">{error}</p>}
@@ -193,9 +193,9 @@ export function RunsPage() {
                 <StatusBadge status={run.status} />
               </td>
               <td class="subject">{subjectOf(run)}</td>
-              <td>{progressOf(run)}</td>
-              <td>{formatTime(run.created_at)}</td>
-              <td>{formatTime(run.updated_at)}</td>
+              <td class="nowrap">{progressOf(run)}</td>
+              <td class="nowrap">{formatTime(run.created_at)}</td>
+              <td class="nowrap">{formatTime(run.updated_at)}</td>
             </tr>
           ))}
         </tbody>

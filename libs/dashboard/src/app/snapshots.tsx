@@ -7,7 +7,9 @@ import { mergeSnapshots, type SnapshotRow } from './run-view';
 import { formatTime, OutcomeLine, type Outcome } from './ui';
 
 /** A row with an archive can be downloaded and forked; `capture_status` is provenance, not a gate. */
-const usable = (row: SnapshotRow): boolean => Boolean(row.bundle_object_url) || row.capture_status === 'ok' || row.capture_status === 'partial';
+const usable = (row: SnapshotRow): boolean => Boolean(row.bundle_object_url);
+
+const size = (bytes: number | undefined): string => (bytes === undefined ? '' : bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`);
 
 /** The run's snapshots (GET /runs/{id}/snapshots, and `snapshot_captured` events as they come): download, fork. */
 export function Snapshots({ runId, events }: { runId: string; events: RunEvent[] }) {
@@ -67,8 +69,10 @@ export function Snapshots({ runId, events }: { runId: string; events: RunEvent[]
               <th scope="col">Snapshot</th>
               <th scope="col">Turn</th>
               <th scope="col">Captured</th>
+              <th scope="col">Step</th>
               <th scope="col">Elapsed</th>
               <th scope="col">Capture</th>
+              <th scope="col">Archive</th>
               <th scope="col">Actions</th>
             </tr>
           </thead>
@@ -81,11 +85,13 @@ export function Snapshots({ runId, events }: { runId: string; events: RunEvent[]
                 </th>
                 <td>{row.turn ?? '—'}</td>
                 <td>{formatTime(row.captured_at_utc)}</td>
+                <td>{row.step}</td>
                 <td>{typeof row.elapsed_s === 'number' ? `${row.elapsed_s.toFixed(1)} s` : ''}</td>
                 <td>
                   {row.capture_status}
                   {row.capture_reason ? `: ${row.capture_reason}` : ''}
                 </td>
+                <td>{row.bundle_object_url ? size(row.bytes) || 'yes' : 'none'}</td>
                 <td class="actions">
                   <button type="button" class="secondary" disabled={!usable(row)} onClick={() => void save(row)} aria-label={`Download the archive of ${row.snapshot_id}`}>
                     Download

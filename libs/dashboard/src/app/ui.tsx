@@ -22,25 +22,30 @@ export function Link({ href, children, ...rest }: { href: string; children: Comp
 export type Outcome = { ok: true; text: string; link?: { href: string; label: string } } | { ok: false; text: string; title?: string; status?: number };
 
 export function OutcomeLine({ outcome, testId }: { outcome: Outcome | undefined; testId: string }) {
+  // Two regions that stay in the page, so the one that fills in is announced: politely, or at once.
   return (
-    <div class="outcome" data-testid={testId} role={outcome && !outcome.ok ? 'alert' : 'status'}>
-      {outcome?.ok === true && (
-        <p class="ok">
-          {outcome.text}
-          {outcome.link && (
-            <>
-              {' '}
-              <Link href={outcome.link.href}>{outcome.link.label}</Link>
-            </>
-          )}
-        </p>
-      )}
-      {outcome?.ok === false && (
-        <p class="error">
-          {outcome.status ? <strong>{`${outcome.status} ${outcome.title ?? 'error'}: `}</strong> : null}
-          <span class="detail">{outcome.text}</span>
-        </p>
-      )}
+    <div class="outcome" data-testid={testId}>
+      <div role="status">
+        {outcome?.ok === true && (
+          <p class="ok">
+            {outcome.text}
+            {outcome.link && (
+              <>
+                {' '}
+                <Link href={outcome.link.href}>{outcome.link.label}</Link>
+              </>
+            )}
+          </p>
+        )}
+      </div>
+      <div role="alert">
+        {outcome?.ok === false && (
+          <p class="error">
+            {outcome.status ? <strong>{`${outcome.status} ${outcome.title ?? 'error'}: `}</strong> : null}
+            <span class="detail">{outcome.text}</span>
+          </p>
+        )}
+      </div>
     </div>
   );
 }
