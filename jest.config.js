@@ -45,5 +45,12 @@ module.exports = {
       setupFilesAfterEnv: ['<rootDir>/tests/support/e2e-setup.ts'],
       slowTestThreshold: 60,
     },
+    {
+      ...shared,
+      displayName: 'faults',
+      testMatch: ['<rootDir>/tests/faults/**/*.fault.ts'],
+      setupFilesAfterEnv: ['<rootDir>/tests/support/e2e-setup.ts'],
+      slowTestThreshold: 120,
+    },
   ],
 };

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test, tier by tier, against one shared stack (started here if it is not up).
 #
-#   bash tests/run.sh           lint, unit, e2e, browser
-#   bash tests/run.sh unit|lint|e2e|browser
+#   bash tests/run.sh           lint, unit, e2e, browser, faults (one scenario per kind)
+#   bash tests/run.sh unit|lint|e2e|browser|faults
 #
 # Each tier's time is printed, and the last line totals the tests: "tests: N passed, N failed".
 set -uo pipefail
@@ -59,7 +59,7 @@ tier build npm run --silent build || { echo "build failed"; exit 1; }
 case "$only" in all | lint) tier lint npm run --silent lint ;; esac
 case "$only" in all | unit) tier unit jest_tier unit ;; esac
 case "$only" in
-  all | e2e | browser)
+  all | e2e | browser | faults)
     if ! bash deploy/local/stack.sh status >/dev/null 2>&1; then
       started_stack=1
       tier stack bash deploy/local/stack.sh up || { echo "the stack did not start"; exit 1; }
@@ -79,6 +79,9 @@ browser_tier() { # the dashboard in Debian's Chromium (installed here when missi
   jest_tier browser --runInBand --forceExit
 }
 case "$only" in all | browser) tier browser browser_tier ;; esac
+# Last: it kills services and restarts the servers. `npm test` runs one scenario per kind of fault;
+# AGENTRUN_FAULTS_MATRIX=all (npm run test:faults) runs every scenario.
+case "$only" in all | faults) tier faults jest_tier faults --runInBand --forceExit ;; esac
 
 if [ "$started_stack" = 1 ] && [ "${AGENTRUN_KEEP_STACK:-0}" != 1 ]; then
   bash deploy/local/stack.sh down >/dev/null 2>&1 || true

@@ -124,7 +124,8 @@ export class Platform {
     };
   }
 
-  async startApp(app: AppName): Promise<void> {
+  /** Starts an app and waits until it is ready (unless `ready: false`: a fault point may kill it first). */
+  async startApp(app: AppName, options: { ready?: boolean } = {}): Promise<void> {
     const main = join(REPO_ROOT, 'apps', app, 'dist', 'main.js');
     if (!existsSync(main)) throw new Error(`${main} is missing: run npm run build first`);
     const log = createWriteStream(join(this.dataDir, 'logs', `${app}.log`), { flags: 'a' });
@@ -137,12 +138,13 @@ export class Platform {
       new Promise((resolve) => child.once('exit', (code, signal) => resolve(code ?? (signal ? -1 : null)))),
     );
     const logFile = join(this.dataDir, 'logs', `${app}.log`);
+    if (options.ready === false) return;
     const state = await waitFor(`${app} to be ready (log: ${logFile})`, async () => {
-      if (child.exitCode !== null) return 'exited';
+      if (child.exitCode !== null || child.signalCode !== null) return 'exited';
       const res = await fetch(`http://127.0.0.1:${this.ports[app]}/readyz`);
       return res.status === 200 && 'ready';
     }, 90_000, 200);
-    if (state === 'exited') throw new Error(`${app} exited with ${child.exitCode} while starting (log: ${logFile})`);
+    if (state === 'exited') throw new Error(`${app} exited with ${child.exitCode ?? child.signalCode} while starting (log: ${logFile})`);
   }
 
   /** Sends `signal` to an app and waits for it to exit; returns its exit code (-1 when killed by a signal). */
@@ -150,6 +152,13 @@ export class Platform {
     const child = this.processes.get(app);
     if (!child || child.exitCode !== null || child.signalCode !== null) return child?.exitCode ?? null;
     child.kill(signal);
+    const code = await this.exits.get(app);
+    this.processes.delete(app);
+    return code ?? null;
+  }
+
+  /** Waits for an app to exit on its own (a fault point killed it); returns its exit code, -1 for a signal. */
+  async exited(app: AppName): Promise<number | null> {
     const code = await this.exits.get(app);
     this.processes.delete(app);
     return code ?? null;

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createAgentActivities, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
+import { FaultPoints } from '@agentrun/config';
 import { lanesFor } from '@agentrun/commands';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
@@ -30,7 +31,7 @@ export class TemporalWorkers extends LaneWorkers {
       {
         taskQueue: lanes.agentWorkflows,
         ...workflowSource,
-        activities: createPublishActivities({ bus: this.kafka.bus, topicPrefix: this.kafka.topicPrefix }),
+        activities: createPublishActivities({ bus: this.kafka.bus, topicPrefix: this.kafka.topicPrefix, faults: new FaultPoints(this.config.AGENTRUN_FAULTS, this.config.AGENTRUN_PROFILE) }),
       },
       {
         taskQueue: lanes.cpuTools,

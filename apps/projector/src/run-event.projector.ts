@@ -2,6 +2,7 @@ import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleD
 import { TOPICS, type RunEvent } from '@agentrun/contracts';
 import { readRunEvent } from '@agentrun/contracts/validation';
 import { dlqMessage, retryWhileActive, type BatchContext, type ConsumerHandle, type InboundMessage, type OutboundMessage } from '@agentrun/kafka';
+import { FaultPoints } from '@agentrun/config';
 import { applyRunEvents } from '@agentrun/persistence';
 import { Database, Kafka, PLATFORM_CONFIG, type ReadinessCheck } from '@agentrun/runtime';
 import type { ProjectorConfig } from './config';
@@ -18,12 +19,15 @@ export class RunEventProjector implements OnApplicationBootstrap, OnModuleDestro
   readonly name = 'projector-consumer';
   private readonly logger = new Logger(RunEventProjector.name);
   private consumer?: ConsumerHandle;
+  private readonly faults: FaultPoints;
 
   constructor(
     private readonly db: Database,
     private readonly kafka: Kafka,
     @Inject(PLATFORM_CONFIG) private readonly config: ProjectorConfig,
-  ) {}
+  ) {
+    this.faults = new FaultPoints(config.AGENTRUN_FAULTS, config.AGENTRUN_PROFILE);
+  }
 
   async onApplicationBootstrap(): Promise<void> {
     this.consumer = await this.kafka.bus.consume({
@@ -64,6 +68,11 @@ export class RunEventProjector implements OnApplicationBootstrap, OnModuleDestro
       (err, attempt, delay) => this.logger.warn(`apply failed (attempt ${attempt}), retrying in ${delay} ms: ${(err as Error).message}`),
     );
     if (!applied.done) return; // uncommitted: whoever owns the partition next applies it
+    if (this.faults.hit('projector.crash_after_apply')) {
+      // The window the design must survive: Postgres has the batch, Kafka does not know it yet.
+      this.logger.warn('fault point: dying between the Postgres commit and the offset commit');
+      process.kill(process.pid, 'SIGKILL');
+    }
     await ctx.commit(messages[messages.length - 1].offset);
   }
 

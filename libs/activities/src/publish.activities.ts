@@ -1,10 +1,14 @@
 import { TOPICS, type RunEvent } from '@agentrun/contracts';
+import { ApplicationFailure } from '@temporalio/common';
+import { noFaults, type FaultPoints } from '@agentrun/config';
 import type { KafkaBus } from '@agentrun/kafka';
 import type { PublishActivities } from '@agentrun/workflows';
 
 export interface PublishDeps {
   bus: KafkaBus;
   topicPrefix: string;
+  /** `publish.lose_ack_every=N`: every Nth publish is sent, then reported failed, as if its ack was lost. */
+  faults?: FaultPoints;
 }
 
 /**
@@ -20,6 +24,9 @@ export function createPublishActivities(deps: PublishDeps): PublishActivities {
         topic,
         events.map((e) => ({ key: e.run_id, value: JSON.stringify(e), headers: { org: e.org, seq: String(e.seq), type: e.type } })),
       );
+      if ((deps.faults ?? noFaults).hit('publish.lose_ack_every')) {
+        throw ApplicationFailure.retryable(`fault point: the ack of ${events.length} published events was lost`, 'LostAck');
+      }
     },
   };
 }

@@ -53,6 +53,8 @@ export const platformSpec = {
   /** A model reply or tool output larger than this goes to the object store; history keeps a reference. */
   AGENTRUN_PAYLOAD_INLINE_MAX_BYTES: int(128 * 1024, 1_024, 1_500_000),
   LOG_JSON: bool(false),
+  /** Fault points the fault suite arms (see FaultPoints); ignored outside the test profile. */
+  AGENTRUN_FAULTS: str(''),
 };
 
 export type PlatformConfig = ConfigOf<typeof platformSpec>;
