@@ -175,29 +175,36 @@ export function openSnapshotSeries(options: SnapshotSeriesOptions): SnapshotSeri
     }
   };
 
+  /**
+   * One interior capture within the budget; false when the series is closed or the budget is spent.
+   * The budget is checked again once the lock is ours (teardown, or the other contender, may have
+   * moved on while this waited), and a spent budget is recorded once, by whichever contender meets it.
+   */
+  const interior = async (turn?: number): Promise<boolean> => {
+    if (!atLimit() && (await acquire(() => stopped))) {
+      if (!atLimit()) {
+        await holding(async () => {
+          carry.attempts += 1;
+          land(await capture(false, turn));
+        });
+        return true;
+      }
+      locked = false;
+    }
+    if (atLimit() && !carry.limit_recorded) {
+      carry.limit_recorded = true;
+      skip('limit_reached', turn !== undefined ? { turn } : {});
+    }
+    return false;
+  };
+
   const tick = async (): Promise<void> => {
     for (;;) {
       const due = carry.next_tick_at_ms ?? now();
       // Not sleep(): teardown wakes the ticker at once instead of letting it sleep out the interval.
       if (await condition(() => stopped, Math.max(1, due - now()))) return;
-      if (atLimit()) {
-        // The ticker stops; the final capture is left to teardown, so ticks never use up the grade of record.
-        if (!carry.limit_recorded) {
-          carry.limit_recorded = true;
-          skip('limit_reached');
-        }
-        return;
-      }
-      // Rechecked once the lock is ours: teardown may have closed the series while this tick waited.
-      if (!(await acquire(() => stopped))) return;
-      if (atLimit()) {
-        locked = false;
-        continue;
-      }
-      await holding(async () => {
-        carry.attempts += 1;
-        land(await capture(false));
-      });
+      // A spent budget stops the ticker; the final capture is left to teardown, so ticks never use up the grade of record.
+      if (!(await interior())) return;
       carry.next_tick_at_ms = now() + config.interval_seconds * 1000;
     }
   };
@@ -215,23 +222,7 @@ export function openSnapshotSeries(options: SnapshotSeriesOptions): SnapshotSeri
 
     async turn(turn) {
       if (!config.per_turn || stopped) return;
-      if (atLimit()) {
-        // Recorded once, not once per remaining turn, so the row count stays bounded however long the run.
-        if (!carry.limit_recorded) {
-          carry.limit_recorded = true;
-          skip('limit_reached', { turn });
-        }
-        return;
-      }
-      if (!(await acquire(() => stopped))) return;
-      if (atLimit()) {
-        locked = false;
-        return;
-      }
-      await holding(async () => {
-        carry.attempts += 1;
-        land(await capture(false, turn));
-      });
+      await interior(turn);
     },
 
     async finish({ cancelled }) {
