@@ -63,16 +63,14 @@ export class CommandsController {
   @HttpCode(202)
   async startAgent(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<Accepted> {
     const { run_id, ...payload } = asObject(body);
-    const runId = run_id === undefined ? `agent-${randomUUID()}` : String(run_id);
-    return this.send(org, key, 'agent.start', requireRunId(runId), payload);
+    return this.send(org, key, 'agent.start', newRunId(run_id, 'agent'), payload);
   }
 
   @Post('evals')
   @HttpCode(202)
   async startEval(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<Accepted> {
     const { run_id, ...payload } = asObject(body);
-    const runId = run_id === undefined ? `eval-${randomUUID()}` : String(run_id);
-    return this.send(org, key, 'eval.start', requireRunId(runId), payload);
+    return this.send(org, key, 'eval.start', newRunId(run_id, 'eval'), payload);
   }
 
   @Post('runs/:id/:action')
@@ -91,8 +89,7 @@ export class CommandsController {
     if (type === 'agent.fork') {
       // The route names the run forked from; the fork is a new run, its id given or made up.
       const { run_id, ...rest } = body === undefined ? {} : asObject(body);
-      const forkId = run_id === undefined ? `agent-${randomUUID()}` : String(run_id);
-      return this.send(org, key, type, requireRunId(forkId), { ...rest, from_run_id: requireRunId(id) });
+      return this.send(org, key, type, newRunId(run_id, 'agent'), { ...rest, from_run_id: requireRunId(id) });
     }
     return this.send(org, key, type, requireRunId(id), body === undefined ? {} : asObject(body));
   }
@@ -103,7 +100,8 @@ export class CommandsController {
     }
     const reading = checkCommand({ command_id: key ?? randomUUID(), type, org, run_id: runId, payload });
     if (reading.kind === 'unreadable') throw new ProblemException(400, 'bad request', reading.detail);
-    if (reading.kind === 'rejected') throw new ProblemException(400, 'invalid request body', reading.message.replace(/^payload\./, ''));
+    // Over HTTP the body is the payload, so its fields are named without the `payload` prefix.
+    if (reading.kind === 'rejected') throw new ProblemException(400, 'invalid request body', reading.message.replace(/(^|; )payload(\.|: )/g, '$1'));
     let outcome: CommandOutcome;
     try {
       outcome = await this.commands.handle(reading.command);
@@ -120,6 +118,13 @@ export class CommandsController {
     }
     return { command_id: outcome.command_id, run_id: outcome.run_id, outcome: outcome.outcome, ...(outcome.message ? { message: outcome.message } : {}) };
   }
+}
+
+/** The `run_id` a start names, or a new one. Not coerced: `{"run_id": null}` or a number is a mistake, not a run called "null". */
+function newRunId(value: unknown, kind: 'agent' | 'eval'): string {
+  if (value === undefined) return `${kind}-${randomUUID()}`;
+  if (typeof value !== 'string') throw new ProblemException(400, 'bad run id', `run_id must be a string (got ${value === null ? 'null' : typeof value})`);
+  return requireRunId(value);
 }
 
 function asObject(body: unknown): Record<string, unknown> {

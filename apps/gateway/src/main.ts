@@ -2,9 +2,10 @@ import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { exitOnStartFailure, runService } from '@agentrun/runtime';
 import express from 'express';
+import { MAX_COMMAND_BYTES } from '@agentrun/contracts';
 import { loadGatewayConfig } from './config';
 import { GatewayModule } from './gateway.module';
-import { bodyErrorHandler } from './problem';
+import { bodyErrorHandler, verifyUtf8Body } from './problem';
 
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
@@ -21,7 +22,8 @@ async function main(): Promise<void> {
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
     bodyParser: false,
     configure: (app) => {
-      app.use(express.json({ limit: '64kb', strict: false }));
+      // One limit for a command however it arrives: a body over it is a 413 problem (bodyErrorHandler).
+      app.use(express.json({ limit: MAX_COMMAND_BYTES, strict: false, verify: verifyUtf8Body }));
       app.use(bodyErrorHandler);
     },
   });

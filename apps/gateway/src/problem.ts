@@ -1,4 +1,5 @@
 import { ArgumentsHost, Catch, HttpException, HttpStatus, Logger, type ExceptionFilter } from '@nestjs/common';
+import { decodeUtf8 } from '@agentrun/contracts/validation';
 import type { NextFunction, Request, Response } from 'express';
 
 /** An RFC 9457 problem document: what went wrong, in words a person can act on. */
@@ -69,6 +70,15 @@ export class ProblemFilter implements ExceptionFilter {
     this.logger.error((error as Error)?.stack ?? String(error));
     sendProblem(res, { type: 'about:blank', title: 'internal server error', status: 500, detail: 'the gateway failed to answer; the error is logged' });
   }
+}
+
+/**
+ * The JSON parser's `verify` hook: a UTF-8 body whose bytes are not UTF-8 is a 400. Without it the
+ * parser reads bad bytes as U+FFFD and the run stores text the client never sent.
+ */
+export function verifyUtf8Body(_req: unknown, _res: unknown, body: Buffer, encoding: string): void {
+  if (encoding.toLowerCase().replace('-', '') !== 'utf8' || decodeUtf8(body) !== undefined) return;
+  throw Object.assign(new Error('request body is not valid UTF-8'), { status: 400, type: 'entity.verify.failed' });
 }
 
 /** Body-parser failures happen before Nest's filters; this answers them the same way. */

@@ -1,5 +1,6 @@
 import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
 import { RUN_ID_PATTERN, RUN_KINDS, RUN_STATUSES } from '@agentrun/contracts';
+import { storageProblem } from '@agentrun/contracts/validation';
 import { CursorCodec, CursorError, ReadModel, type RunCursor, type RunSummary } from '@agentrun/persistence';
 import type { RunEvent } from '@agentrun/contracts';
 import { CurrentOrg, OrgGuard } from './org';
@@ -46,9 +47,14 @@ export class RunsController {
     if (!Number.isInteger(limit) || limit < 1 || limit > 200) {
       throw new ProblemException(400, 'bad limit', 'limit must be an integer from 1 to 200');
     }
-    if (model !== undefined && (model.length === 0 || model.length > 200)) {
+    // Counted in characters (code points), as the eval.start schema counts the model it stores,
+    // so every model a run can have can be filtered on.
+    if (model !== undefined && (model.length === 0 || [...model].length > 200)) {
       throw new ProblemException(400, 'bad filter', 'model must be 1-200 characters');
     }
+    // A NUL reached Postgres as a parameter and came back as a 500; no stored model contains one.
+    const unstorable = model === undefined ? undefined : storageProblem(model, 'model');
+    if (unstorable) throw new ProblemException(400, 'bad filter', unstorable);
     let after: RunCursor | undefined;
     if (cursor !== undefined) {
       try {
@@ -57,6 +63,9 @@ export class RunsController {
         if (err instanceof CursorError) throw new ProblemException(400, 'bad cursor', `${err.message}; start again without a cursor`);
         throw err;
       }
+      // The signature proves we issued it, not to whom: another org's cursor would page this org's
+      // runs from a position it learned elsewhere.
+      if (after.org !== org) throw new ProblemException(400, 'bad cursor', 'cursor was not issued to this org; start again without a cursor');
     }
     const page = await this.readModel.listRuns(
       org,
@@ -64,7 +73,7 @@ export class RunsController {
       after,
       limit,
     );
-    return { runs: page.runs, next_cursor: page.next ? this.cursors.encode(page.next) : null };
+    return { runs: page.runs, next_cursor: page.next ? this.cursors.encode({ ...page.next, org }) : null };
   }
 
   @Get(':id')

@@ -1,6 +1,6 @@
 import { COMMAND_ENVELOPE_SCHEMA, COMMAND_PAYLOAD_SCHEMAS, COMMAND_TYPES } from './commands';
 import { AGENT_STATE_SCHEMA, CAPTURE_STATUSES, RUN_EVENT_SCHEMA, RUN_EVENT_TYPES } from './events';
-import { MAX_COMMAND_BYTES, SEARCH_ATTRIBUTES, TASK_QUEUES, TOPICS } from './names';
+import { MAX_COMMAND_BYTES, MAX_JSON_DEPTH, SEARCH_ATTRIBUTES, TASK_QUEUES, TOPICS } from './names';
 import { COMMAND_OUTCOME_SCHEMA, DLQ_REASONS, DLQ_RECORD_SCHEMA, REJECTION_REASONS } from './outcomes';
 import { AGENT_STATUSES, EVAL_STATUSES, TERMINAL_STATUSES } from './statuses';
 
@@ -29,6 +29,20 @@ export function renderContractsDoc(): string {
     `Task queues: ${list(Object.values(TASK_QUEUES))}. Search attributes: ${Object.entries(SEARCH_ATTRIBUTES)
       .map(([k, v]) => `\`${k}\` (${v})`)
       .join(', ')}.`,
+    '',
+    '## Limits',
+    '',
+    'The same over Kafka and HTTP; what is refused gets a reason, never a silent change.',
+    '',
+    '| what | limit | beyond it |',
+    '| --- | --- | --- |',
+    `| a command on \`${TOPICS.commands}\` | ${MAX_COMMAND_BYTES} bytes | DLQ record \`too_large\` |`,
+    `| an HTTP request body | ${MAX_COMMAND_BYTES} bytes | \`413\` problem naming the limit |`,
+    '| encoding | UTF-8 JSON | DLQ record `not_json`; over HTTP `400` |',
+    `| nesting of objects and arrays (command payload, run event) | ${MAX_JSON_DEPTH} levels | outcome \`invalid_payload\`; over HTTP \`400\`; a run event goes to its DLQ |`,
+    '| text in any field | no NUL character and no lone UTF-16 surrogate (Postgres cannot store them) | outcome `invalid_payload`; over HTTP `400`; a run event goes to its DLQ |',
+    '| lengths in the schemas (`minLength`, `maxLength`) | counted in characters (code points): an emoji is one | outcome `invalid_payload`; over HTTP `400` |',
+    "| an HTTP request line and headers (a `GET /runs` cursor included) | 16 KiB (Node's default) | `431` from the HTTP server |",
     '',
     '## Command',
     '',

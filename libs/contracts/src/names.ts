@@ -40,8 +40,14 @@ export const ORG_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$';
 export const SNAPSHOT_ID_PATTERN = RUN_ID_PATTERN;
 export const COMMAND_ID_PATTERN = '^[\\x21-\\x7e]{1,128}$';
 
-/** A command value larger than this is not read; it goes to the DLQ. */
+/** A command value larger than this is not read; it goes to the DLQ. An HTTP body has the same limit (413). */
 export const MAX_COMMAND_BYTES = 64 * 1024;
+
+/**
+ * Objects and arrays nested deeper than this are refused in commands and run events: a value
+ * thousands of levels deep overflows the stack of JSON.stringify and of Postgres' jsonb parser.
+ */
+export const MAX_JSON_DEPTH = 64;
 
 export function workflowIdFor(org: string, runId: string): string {
   return `${org}/${runId}`;

@@ -1,4 +1,4 @@
-import { MAX_COMMAND_BYTES } from './names';
+import { MAX_COMMAND_BYTES, MAX_JSON_DEPTH } from './names';
 import { checkCommand, readCommand, readRunEvent } from './validation';
 
 const valid = { command_id: 'c-1', type: 'agent.start', org: 'acme', run_id: 'agent-42', payload: { goal: 'find the bug' } };
@@ -35,6 +35,22 @@ describe('reading a command off the wire', () => {
     expect(readCommand(bytes({ ...valid, payload: { goal: 'x\ud800' } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/surrogate/) });
     expect(readCommand(bytes({ ...valid, payload: { goal: 'emoji \ud83d\ude00 ok' } })).kind).toBe('command');
     expect(readCommand(bytes({ ...valid, run_id: '\u0000', type: 'x\u0000' }))).toMatchObject({ kind: 'rejected', run_id: '', type: '' });
+  });
+
+  it('answers a value nested thousands of levels deep instead of overflowing the stack', () => {
+    const deep = (n: number) => `${'['.repeat(n)}${']'.repeat(n)}`;
+    const command = (n: number) => Buffer.from(`{"command_id":"c-1","type":"agent.start","org":"acme","run_id":"r","payload":{"goal":"g","x":${deep(n)}}}`);
+    expect(readCommand(command(20_000))).toMatchObject({ kind: 'rejected', reason: 'invalid_payload', message: expect.stringMatching(/payload.x.* nested more than 64 levels/) });
+    // Depth is counted from the payload: an object at the limit is still read (and then judged by its schema).
+    expect(readCommand(command(MAX_JSON_DEPTH - 1))).toMatchObject({ kind: 'rejected', message: "payload: unknown field 'x'" });
+    expect(readCommand(command(MAX_JSON_DEPTH))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/nested more than 64/) });
+    expect(readCommand(bytes({ ...valid, payload: { goal: 'g', 'k\u0000': 1 } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/NUL/) });
+  });
+
+  it('sends bytes that are not UTF-8 to the DLQ rather than reading them as U+FFFD', () => {
+    const bad = Buffer.concat([Buffer.from('{"command_id":"c-1","type":"agent.start","org":"acme","run_id":"r","payload":{"goal":"a'), Buffer.from([0xff]), Buffer.from('"}}')]);
+    expect(readCommand(bad)).toEqual({ kind: 'unreadable', reason: 'not_json', detail: 'value is not valid UTF-8' });
+    expect(readCommand(Buffer.from(JSON.stringify({ ...valid, payload: { goal: 'four bytes \u{1F680}' } }))).kind).toBe('command');
   });
 
   it('keeps the fields an outcome record needs when it rejects', () => {
@@ -109,5 +125,10 @@ describe('reading a run event', () => {
     expect(readRunEvent(Buffer.from('not json')).ok).toBe(false);
     expect(readRunEvent(bytes({ ...event, seq: 2 ** 31 })).ok).toBe(false);
     expect(readRunEvent(bytes({ ...event, payload: { note: 'a\u0000' } })).ok).toBe(false);
+    expect(readRunEvent(Buffer.from(JSON.stringify(event).replace('"payload":{', `"payload":{"x":${'['.repeat(20_000)}${']'.repeat(20_000)},`)))).toMatchObject({
+      ok: false,
+      detail: expect.stringMatching(/payload.x.* nested more than 64 levels/),
+    });
+    expect(readRunEvent(Buffer.concat([bytes(event).subarray(0, 20), Buffer.from([0xc3])]))).toEqual({ ok: false, detail: 'not UTF-8' });
   });
 });

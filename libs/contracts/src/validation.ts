@@ -10,7 +10,7 @@ import {
   type CommandType,
 } from './commands';
 import { AGENT_STATE_SCHEMA, RUN_EVENT_SCHEMA, type RunEvent } from './events';
-import { COMMAND_ID_PATTERN, MAX_COMMAND_BYTES, ORG_PATTERN, RUN_ID_PATTERN } from './names';
+import { COMMAND_ID_PATTERN, MAX_COMMAND_BYTES, MAX_JSON_DEPTH, ORG_PATTERN, RUN_ID_PATTERN } from './names';
 import type { DlqReason, RejectionReason } from './outcomes';
 
 const ajv = new Ajv({ allErrors: true, strict: false });
@@ -29,7 +29,8 @@ export function describeErrors(errors: ErrorObject[] | null | undefined, root = 
   return errors
     .filter((e) => e.keyword !== 'if')
     .map((e) => {
-      const at = `${root}${e.instancePath.replace(/^\//, '').replace(/\//g, '.')}`;
+      // The root itself is named without a trailing dot: `payload: unknown field 'x'`.
+      const at = `${root}${e.instancePath.replace(/^\//, '').replace(/\//g, '.')}`.replace(/\.$/, '');
       if (e.keyword === 'additionalProperties') {
         return `${at ? at + ': ' : ''}unknown field '${(e.params as { additionalProperty: string }).additionalProperty}'`;
       }
@@ -53,31 +54,52 @@ const orgRe = new RegExp(ORG_PATTERN);
 const runIdRe = new RegExp(RUN_ID_PATTERN);
 const typeRe = /^[a-z][a-z_.]{0,63}$/;
 
+// eslint-disable-next-line no-control-regex -- NUL is exactly what is looked for
+const UNSTORABLE_TEXT = /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/;
+
 /**
- * The first string (or object key) in `value` that Postgres cannot store as text or jsonb: a NUL
- * character or a lone UTF-16 surrogate. Such input is refused at the boundary; otherwise it would
- * fail every later write of the run's state and stall the consumer that carries it.
+ * Why `value` cannot be stored, or undefined: a string (or object key) Postgres cannot store as text
+ * or jsonb (a NUL character or a lone UTF-16 surrogate), or nesting deeper than MAX_JSON_DEPTH. Such
+ * input is refused at the boundary; otherwise it would fail every later write of the run's state and
+ * stall the consumer that carries it. The walk keeps its own stack rather than recursing, so a value
+ * nested thousands of levels deep gets an answer instead of a RangeError (which stalled a partition).
  */
-export function unstorableText(value: unknown, path = ''): string | undefined {
-  if (typeof value === 'string') {
-    // eslint-disable-next-line no-control-regex -- NUL is exactly what is looked for
-    return /\u0000|[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/.test(value) ? path || 'value' : undefined;
-  }
-  if (Array.isArray(value)) {
-    for (const [i, item] of value.entries()) {
-      const found = unstorableText(item, `${path}[${i}]`);
-      if (found) return found;
+export function storageProblem(value: unknown, root = ''): string | undefined {
+  const stack: { item: unknown; path: string; depth: number }[] = [{ item: value, path: root, depth: 0 }];
+  for (let next = stack.pop(); next; next = stack.pop()) {
+    const { item, path, depth } = next;
+    if (typeof item === 'string') {
+      if (UNSTORABLE_TEXT.test(item)) return `${path || 'value'} contains a NUL character or a lone surrogate`;
+      continue;
     }
-    return undefined;
-  }
-  if (typeof value === 'object' && value !== null) {
-    for (const [key, item] of Object.entries(value)) {
-      const at = path ? `${path}.${key}` : key;
-      const found = unstorableText(key, at) ?? unstorableText(item, at);
-      if (found) return found;
+    if (typeof item !== 'object' || item === null) continue;
+    if (depth >= MAX_JSON_DEPTH) return `${path || 'value'} is nested more than ${MAX_JSON_DEPTH} levels deep`;
+    // Pushed in reverse, so the first problem in document order is the one reported.
+    const children: [path: string, child: unknown, key?: string][] = Array.isArray(item)
+      ? item.map((child, i): [string, unknown] => [`${path}[${i}]`, child])
+      : Object.entries(item).map(([key, child]): [string, unknown, string] => [path ? `${path}.${key}` : key, child, key]);
+    for (let i = children.length - 1; i >= 0; i--) {
+      const [at, child, key] = children[i];
+      stack.push({ item: child, path: at, depth: depth + 1 });
+      // A key is checked as a string, just before its value.
+      if (key !== undefined) stack.push({ item: key, path: at, depth: depth + 1 });
     }
   }
   return undefined;
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The value as text, or undefined when its bytes are not UTF-8. JSON on the wire is UTF-8 (RFC 8259);
+ * decoding leniently would turn bad bytes into U+FFFD and store text the sender never wrote.
+ */
+export function decodeUtf8(value: Uint8Array): string | undefined {
+  try {
+    return utf8.decode(value);
+  } catch {
+    return undefined;
+  }
 }
 
 /** Reads one command value off the wire. Never throws. */
@@ -86,9 +108,11 @@ export function readCommand(value: Buffer | null | undefined): CommandReading {
   if (value.length > MAX_COMMAND_BYTES) {
     return { kind: 'unreadable', reason: 'too_large', detail: `value is ${value.length} bytes; the limit is ${MAX_COMMAND_BYTES}` };
   }
+  const text = decodeUtf8(value);
+  if (text === undefined) return { kind: 'unreadable', reason: 'not_json', detail: 'value is not valid UTF-8' };
   let parsed: unknown;
   try {
-    parsed = JSON.parse(value.toString('utf8'));
+    parsed = JSON.parse(text);
   } catch (err) {
     return { kind: 'unreadable', reason: 'not_json', detail: (err as Error).message };
   }
@@ -120,10 +144,8 @@ export function checkCommand(parsed: unknown): CommandReading {
   if (!isCommandType(base.type)) {
     return { kind: 'rejected', ...base, reason: 'unknown_type', message: `unknown command type '${base.type}'` };
   }
-  const unstorable = unstorableText(raw.payload, 'payload');
-  if (unstorable) {
-    return { kind: 'rejected', ...base, reason: 'invalid_payload', message: `${unstorable} contains a NUL character or a lone surrogate` };
-  }
+  const unstorable = storageProblem(raw.payload, 'payload');
+  if (unstorable) return { kind: 'rejected', ...base, reason: 'invalid_payload', message: unstorable };
   const problem = payloadProblem(base.type, raw.payload);
   if (problem) return { kind: 'rejected', ...base, reason: 'invalid_payload', message: problem };
   return {
@@ -149,15 +171,17 @@ export type EventReading = { ok: true; event: RunEvent } | { ok: false; detail: 
 
 export function readRunEvent(value: Buffer | null | undefined): EventReading {
   if (!value) return { ok: false, detail: 'empty message value' };
+  const text = decodeUtf8(value);
+  if (text === undefined) return { ok: false, detail: 'not UTF-8' };
   let parsed: unknown;
   try {
-    parsed = JSON.parse(value.toString('utf8'));
+    parsed = JSON.parse(text);
   } catch (err) {
     return { ok: false, detail: `not JSON: ${(err as Error).message}` };
   }
   if (!runEvent(parsed)) return { ok: false, detail: describeErrors(runEvent.errors) };
-  const unstorable = unstorableText(parsed);
-  if (unstorable) return { ok: false, detail: `${unstorable} contains a NUL character or a lone surrogate` };
+  const unstorable = storageProblem(parsed);
+  if (unstorable) return { ok: false, detail: unstorable };
   const event = parsed as RunEvent;
   if (event.kind === 'agent' && event.payload.state && !agentState(event.payload.state)) {
     return { ok: false, detail: describeErrors(agentState.errors, 'payload.state.') };

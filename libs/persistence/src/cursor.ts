@@ -3,6 +3,8 @@ import { createHmac, timingSafeEqual } from 'node:crypto';
 export interface RunCursor {
   createdAt: string;
   runId: string;
+  /** The org the cursor was issued to; signed with the rest, so it cannot be swapped. */
+  org?: string;
 }
 
 export class CursorError extends Error {}
@@ -15,7 +17,8 @@ export class CursorCodec {
   constructor(private readonly secret: string) {}
 
   encode(cursor: RunCursor): string {
-    const body = Buffer.from(JSON.stringify([cursor.createdAt, cursor.runId])).toString('base64url');
+    const fields = cursor.org === undefined ? [cursor.createdAt, cursor.runId] : [cursor.createdAt, cursor.runId, cursor.org];
+    const body = Buffer.from(JSON.stringify(fields)).toString('base64url');
     return `${body}.${this.sign(body)}`;
   }
 
@@ -36,7 +39,7 @@ export class CursorCodec {
     if (!Array.isArray(parsed) || typeof parsed[0] !== 'string' || typeof parsed[1] !== 'string' || Number.isNaN(Date.parse(parsed[0]))) {
       throw new CursorError('cursor is malformed');
     }
-    return { createdAt: parsed[0], runId: parsed[1] };
+    return { createdAt: parsed[0], runId: parsed[1], ...(typeof parsed[2] === 'string' ? { org: parsed[2] } : {}) };
   }
 
   private sign(body: string): string {

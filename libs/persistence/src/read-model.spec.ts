@@ -32,6 +32,15 @@ describe('list cursors', () => {
     expect(() => codec.decode("' OR 1=1 --")).toThrow(CursorError);
     expect(() => codec.decode(`${token}.x`)).toThrow(CursorError);
   });
+
+  it('carries the org it was issued to under the signature, so the org cannot be swapped', () => {
+    const cursor = { createdAt: '2026-11-29T17:00:00.000Z', runId: 'agent-1', org: 'acme' };
+    const token = codec.encode(cursor);
+    expect(codec.decode(token)).toEqual(cursor);
+    const [, sig] = token.split('.');
+    const swapped = Buffer.from(JSON.stringify([cursor.createdAt, cursor.runId, 'globex'])).toString('base64url');
+    expect(() => codec.decode(`${swapped}.${sig}`)).toThrow(CursorError);
+  });
 });
 
 describe('NOTIFY payloads', () => {
