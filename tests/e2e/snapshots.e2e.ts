@@ -200,6 +200,19 @@ describe('snapshots and forks on the real servers', () => {
       expect(rows[rows.length - 1]).toMatchObject({ is_final: true, capture_status: 'skipped', capture_reason: 'cancelled' });
     });
 
+    it('cancel during the final capture: the run is cancelled, not done, and its final row says so', async () => {
+      await paceSnapshotter(60_000);
+      const runId = uniqueId('cancelfinal');
+      await startAgent(runId, { max_steps: 1, snapshots: { timeout_seconds: 120 } });
+      await captureInFlight(runId);
+      expect((await platform.http('POST', `/runs/${runId}/cancel`, { org })).status).toBe(202);
+      const end = await waitFinished(runId, 20_000);
+      expect(end.payload.state).toMatchObject({ status: 'cancelled' });
+      const rows = await rowsOf(runId);
+      expect(rows).toHaveLength(1);
+      expect(rows[0]).toMatchObject({ is_final: true, capture_status: 'skipped', capture_reason: 'cancelled' });
+    });
+
     it('kill -9 of the snapshotter mid-capture: the retry succeeds and the row is ok', async () => {
       await paceSnapshotter(3_000);
       const runId = uniqueId('kill');
@@ -284,6 +297,19 @@ describe('snapshots and forks on the real servers', () => {
       // The parent's ledger is untouched: one row per key, as before.
       const parentKeys = await platform.query<{ n: string }>('SELECT count(*) AS n FROM effect_ledger WHERE starts_with(idempotency_key, $1)', [`${org}/${parent}:`]);
       expect(Number(parentKeys[0].n)).toBeGreaterThan(0);
+    });
+
+    it('a fork with a goal of its own goes on toward it, and notes the change', async () => {
+      const parent = uniqueId('parent');
+      await startAgent(parent, { max_steps: 4, snapshots: { per_turn: true } });
+      await waitFinished(parent);
+      const at2 = (await rowsOf(parent)).find((r) => r.turn === 2)!;
+      const child = uniqueId('fork');
+      const res = await platform.http('POST', `/runs/${parent}/fork`, { org, body: { run_id: child, snapshot_id: at2.snapshot_id, goal: 'a different goal' } });
+      expect(res.status).toBe(202);
+      expect((await waitFinished(child)).payload.state).toMatchObject({ status: 'done', goal: 'a different goal', step: 4 });
+      const status = await client.workflow.getHandle(`${org}/${child}`).query(statusQuery);
+      expect(status.context).toMatch(/\[goal changed: a different goal\]/);
     });
 
     it('fork refusals: unknown snapshot, another org, an eval run, no snapshot id', async () => {

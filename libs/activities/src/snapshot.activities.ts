@@ -72,6 +72,20 @@ export function createSnapshotActivities(deps: SnapshotDeps): SnapshotActivities
         }
       }
 
+      // The recorded effects are read before the archive, so no effect the fork would reuse is missing
+      // from the workspace it restores.
+      let effects: SnapshotStateDocument['recorded_effects'] | undefined;
+      let effectsError: string | undefined;
+      try {
+        effects = await deps.db.query(
+          `SELECT idempotency_key AS key, effect, attempt, result FROM effect_ledger
+           WHERE starts_with(idempotency_key, $1) ORDER BY created_at DESC LIMIT $2`,
+          [`${input.workflow_id}:`, MAX_RECORDED_EFFECTS],
+        );
+      } catch (err) {
+        effectsError = (err as Error).message;
+      }
+
       let bytes = 0;
       const counted = new Transform({
         transform(chunk: Buffer, _enc, done) {
@@ -106,11 +120,7 @@ export function createSnapshotActivities(deps: SnapshotDeps): SnapshotActivities
 
       let envId: string | undefined;
       try {
-        const effects: { key: string; effect: string; attempt: number; result: unknown }[] = await deps.db.query(
-          `SELECT idempotency_key AS key, effect, attempt, result FROM effect_ledger
-           WHERE starts_with(idempotency_key, $1) ORDER BY created_at DESC LIMIT $2`,
-          [`${input.workflow_id}:`, MAX_RECORDED_EFFECTS],
-        );
+        if (!effects) throw new Error(`the effect ledger could not be read: ${effectsError ?? 'unknown error'}`);
         const doc: SnapshotStateDocument = {
           snapshot_id: input.snapshot_id,
           version: input.version,
@@ -156,21 +166,46 @@ export function restoreSnapshotActivity(deps: RestoreDeps): (input: { org: strin
     };
     if (!(await deps.store.stat(keys.archive))) unusable('its workspace archive is not in the object store');
     if (!(await deps.store.stat(keys.state))) unusable('its state was not captured');
-    const doc = JSON.parse((await streamText(await deps.store.get(keys.state))) || '{}') as SnapshotStateDocument;
-    if (!doc.state) unusable('its state document is empty');
+    let doc: SnapshotStateDocument;
+    try {
+      doc = JSON.parse(await streamText(await deps.store.get(keys.state))) as SnapshotStateDocument;
+    } catch (err) {
+      return unusable(`its state document cannot be read: ${(err as Error).message}`);
+    }
+    if (!doc?.state) unusable('its state document is empty');
 
     const target = new Workspace(deps.workspaceRoot, org, run_id).dir;
     const staging = `${target}.restore-${randomBytes(4).toString('hex')}`;
     await mkdir(dirname(target), { recursive: true });
     let restored;
+    const ctx = Context.current();
+    const beat = beater();
+    let read = 0;
+    // Heartbeats as the archive streams in, so a long restore is not taken for a dead one, and a
+    // cancelled or timed-out attempt stops reading instead of racing its retry for the workspace.
+    const counted = new Transform({
+      transform(chunk: Buffer, _enc, done) {
+        read += chunk.length;
+        beat({ phase: 'archive', bytes: read });
+        done(null, chunk);
+      },
+    });
+    const source = await deps.store.get(keys.archive);
+    const abort = (): void => {
+      counted.destroy(new Error('restore cancelled'));
+    };
+    ctx.cancellationSignal.addEventListener('abort', abort);
     try {
-      restored = await restoreArchive(await deps.store.get(keys.archive), staging, { maxBytes: deps.maxBytes });
+      restored = await restoreArchive(source.pipe(counted), staging, { maxBytes: deps.maxBytes });
+      ctx.cancellationSignal.throwIfAborted();
       await rm(target, { recursive: true, force: true });
       await rename(staging, target);
     } catch (err) {
       await rm(staging, { recursive: true, force: true });
       if (err instanceof Error && err.name === 'ArchiveRefused') unusable(err.message);
       throw err;
+    } finally {
+      ctx.cancellationSignal.removeEventListener('abort', abort);
     }
     // Only calls at or after the fork point can come up again; earlier steps are never re-run.
     const reusable = doc.recorded_effects.filter((e) => stepOfKey(e.key) >= doc.state.step).map((e) => e.key);

@@ -1,4 +1,4 @@
-import type { RunEvent, SnapshotRow } from '@agentrun/contracts';
+import { CAPTURE_STATUSES, type RunEvent, type SnapshotRow } from '@agentrun/contracts';
 import type { DataSource, EntityManager } from 'typeorm';
 
 /** The channel the projector NOTIFYs once per committed batch; the gateway LISTENs on it. */
@@ -112,11 +112,17 @@ async function upsertRuns(tx: EntityManager, events: RunEvent[]): Promise<void> 
 async function insertSnapshots(tx: EntityManager, events: RunEvent[]): Promise<void> {
   const rows = events.flatMap((e) => {
     const row = e.type === 'snapshot_captured' ? (e.payload.snapshot as Partial<SnapshotRow> | undefined) : undefined;
-    const usable = row && typeof row.snapshot_id === 'string' && typeof row.is_final === 'boolean' && typeof row.capture_status === 'string';
+    // A row the manifest cannot hold is left out of it; its event is still stored, never dead-lettered for it.
+    const usable = row && typeof row.snapshot_id === 'string' && typeof row.is_final === 'boolean' && (CAPTURE_STATUSES as readonly string[]).includes(row.capture_status as string);
     return usable ? [{ event: e, row: row as SnapshotRow }] : [];
   });
   if (rows.length === 0) return;
-  const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+  const num = (v: unknown): number | null => (typeof v === 'number' && Number.isSafeInteger(v) && Math.abs(v) < 2 ** 31 ? v : null);
+  const big = (v: unknown): number | null => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 ? v : null);
+  const time = (v: unknown, fallback: string): string => {
+    const ms = typeof v === 'string' ? Date.parse(v) : NaN;
+    return Number.isNaN(ms) || ms < 0 || ms > 253402300799999 ? fallback : new Date(ms).toISOString();
+  };
   await tx.query(
     `INSERT INTO snapshots (org, run_id, snapshot_id, seq, step, version, turn, is_final, capture_status, capture_reason, bundle_object_url, bytes, captured_at, row)
      SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::int[], $6::int[], $7::int[], $8::bool[], $9::text[], $10::text[], $11::text[], $12::bigint[], $13::timestamptz[], $14::jsonb[])
@@ -131,10 +137,10 @@ async function insertSnapshots(tx: EntityManager, events: RunEvent[]): Promise<v
       rows.map((r) => num(r.row.turn)),
       rows.map((r) => r.row.is_final),
       rows.map((r) => r.row.capture_status),
-      rows.map((r) => r.row.capture_reason ?? null),
-      rows.map((r) => r.row.bundle_object_url ?? null),
-      rows.map((r) => num(r.row.bytes)),
-      rows.map((r) => (typeof r.row.captured_at_utc === 'string' && !Number.isNaN(Date.parse(r.row.captured_at_utc)) ? r.row.captured_at_utc : r.event.ts)),
+      rows.map((r) => (typeof r.row.capture_reason === 'string' ? r.row.capture_reason : null)),
+      rows.map((r) => (typeof r.row.bundle_object_url === 'string' ? r.row.bundle_object_url : null)),
+      rows.map((r) => big(r.row.bytes)),
+      rows.map((r) => time(r.row.captured_at_utc, r.event.ts)),
       rows.map((r) => JSON.stringify(r.row)),
     ],
   );

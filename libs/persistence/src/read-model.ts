@@ -104,7 +104,7 @@ export class ReadModel {
     const rows: unknown[] = await this.db.query(
       `SELECT 1 FROM runs WHERE org = $1 AND run_id = $2
        UNION ALL
-       SELECT 1 FROM command_ledger WHERE org = $1 AND run_id = $2 AND type LIKE '%.start' AND outcome = 'accepted'
+       SELECT 1 FROM command_ledger WHERE org = $1 AND run_id = $2 AND (type LIKE '%.start' OR type = 'agent.fork') AND outcome = 'accepted'
        LIMIT 1`,
       [org, runId],
     );

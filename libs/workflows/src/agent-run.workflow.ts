@@ -146,6 +146,13 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     startToCloseTimeout: '30s',
     retry: MODEL_RETRY,
   });
+  // A restore streams a whole workspace (up to SNAPSHOT_RESTORE_MAX_BYTES): a longer bound, kept alive by heartbeats.
+  const restorer = proxyActivities<AgentActivities>({
+    taskQueue: input.lanes.cpuTools,
+    startToCloseTimeout: '30m',
+    heartbeatTimeout: `${Math.max(timeouts.tool_heartbeat_s, 10)}s`,
+    retry: { ...TOOL_RETRY, nonRetryableErrorTypes: ['BadArguments', 'SnapshotUnusable'] },
+  });
   const saga = proxyActivities<AgentActivities>({ taskQueue: input.lanes.cpuTools, startToCloseTimeout: '30s', retry: FOREVER });
   const state = (): AgentRunState => ({
     status,
@@ -384,12 +391,17 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   try {
     if (!input.carry && input.fork) {
       // A fork starts where its snapshot was: workspace restored, state as of then, a parent link.
-      const restored = await cpu.restoreSnapshot({ org: input.org, run_id: input.run_id, from_run_id: input.fork.from_run_id, snapshot_id: input.fork.snapshot_id });
+      const restored = await restorer.restoreSnapshot({ org: input.org, run_id: input.run_id, from_run_id: input.fork.from_run_id, snapshot_id: input.fork.snapshot_id });
       ({ step, context, attempts } = restored.state);
       duplicatesSuppressed = restored.state.duplicates_suppressed;
       if (restored.state.conversation) conversation = restored.state.conversation;
-      // The fork's own goal, when it was given one, else the snapshot's.
+      // The fork's own goal, when it was given one, else the snapshot's. A new goal is noted in the
+      // context as a goal change is, and nothing recorded under the old goal is reused.
       goal = input.fork.goal ?? restored.state.goal;
+      if (input.fork.goal !== undefined && input.fork.goal !== restored.state.goal) {
+        context = `${context}\n[goal changed: ${goal}]`;
+        restored.reusable_keys = [];
+      }
       executionStartedAtStep = step;
       reusable = new Set(restored.reusable_keys);
       setStatus('running', 'run_started', { forked_from: { run_id: input.fork.from_run_id, snapshot_id: input.fork.snapshot_id, step }, restored: { files: restored.files, bytes: restored.bytes } });
@@ -415,6 +427,8 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
       if (next.kind === 'finish') {
         if (series) {
           await series.finish({ cancelled: false });
+          // A cancel that arrived during the final capture wins: the loop's top takes the cancel path.
+          if (cancelRequested) continue;
           const missing = series.finalMissing();
           if (missing) throw ApplicationFailure.nonRetryable(missing, 'FinalSnapshotMissing');
         }
@@ -423,8 +437,9 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
       }
       // Never on an execution's first step: that would hand over forever.
       if (step > executionStartedAtStep && overBudget()) {
-        // A capture never straddles the hand-over: its row lands in this execution, its budget carries.
-        await series?.idle();
+        // A capture never straddles the hand-over: none starts from here on, and the one in flight
+        // lands in this execution; the ticker's due time carries over.
+        await series?.handOver();
         await condition(allHandlersFinished);
         await flushed();
         // A cancel accepted while the outbox drained is handled here, not dropped by the hand-over.

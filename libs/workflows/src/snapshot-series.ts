@@ -22,8 +22,8 @@ export interface SnapshotSeries {
   abandon(): void;
   /** A cooperative cancel arrived: the capture in flight is cancelled rather than waited for. */
   interrupt(): void;
-  /** Resolves when no capture is in flight, so one never straddles a continue-as-new. */
-  idle(): Promise<void>;
+  /** Before continue-as-new: no capture starts from now on; resolves when none is in flight and the ticker has stopped. */
+  handOver(): Promise<void>;
   /** What the next execution needs to go on: budget, ordinals, the ticker's due time. */
   carry(): SnapshotSeriesCarry;
   /** Why the run must fail although the agent succeeded: the final capture did not land. */
@@ -65,6 +65,8 @@ export function openSnapshotSeries(options: SnapshotSeriesOptions): SnapshotSeri
   /** The capture in flight, so a cooperative cancel can stop it instead of waiting it out. */
   let inflight: CancellationScope | undefined;
   let interrupted = false;
+  /** Set before continue-as-new: no new capture starts in this execution. */
+  let handingOver = false;
   let ticking: Promise<void> | undefined;
 
   const heartbeat = Math.min(30, Math.max(2, Math.ceil(config.timeout_seconds / 5)));
@@ -157,7 +159,15 @@ export function openSnapshotSeries(options: SnapshotSeriesOptions): SnapshotSeri
         return true;
       }
       if (deadline === undefined) await condition(() => !locked || until());
-      else if (!(await condition(() => !locked || until(), Math.max(1, deadline - now())))) return false;
+      else if (!(await condition(() => !locked || until(), Math.max(1, deadline - now())))) {
+        // The timer and the capture's end can land in one activation, the timer first: a lock freed
+        // by then was freed in time.
+        if (!locked && !until()) {
+          locked = true;
+          return true;
+        }
+        return false;
+      }
     }
   };
 
@@ -181,7 +191,7 @@ export function openSnapshotSeries(options: SnapshotSeriesOptions): SnapshotSeri
    * moved on while this waited), and a spent budget is recorded once, by whichever contender meets it.
    */
   const interior = async (turn?: number): Promise<boolean> => {
-    if (!atLimit() && (await acquire(() => stopped))) {
+    if (!atLimit() && (await acquire(() => stopped || handingOver))) {
       if (!atLimit()) {
         await holding(async () => {
           carry.attempts += 1;
@@ -202,9 +212,10 @@ export function openSnapshotSeries(options: SnapshotSeriesOptions): SnapshotSeri
     for (;;) {
       const due = carry.next_tick_at_ms ?? now();
       // Not sleep(): teardown wakes the ticker at once instead of letting it sleep out the interval.
-      if (await condition(() => stopped, Math.max(1, due - now()))) return;
+      if (await condition(() => stopped || handingOver, Math.max(1, due - now()))) return;
       // A spent budget stops the ticker; the final capture is left to teardown, so ticks never use up the grade of record.
       if (!(await interior())) return;
+      if (handingOver) return;
       carry.next_tick_at_ms = now() + config.interval_seconds * 1000;
     }
   };
@@ -232,12 +243,17 @@ export function openSnapshotSeries(options: SnapshotSeriesOptions): SnapshotSeri
         ticker?.cancel();
         await CancellationScope.nonCancellable(async () => {
           await ticking;
-          skip('cancelled', { isFinal: true });
+          if (!finalRow) skip('cancelled', { isFinal: true });
         });
         return;
       }
       // Waited out even when there is nothing to capture, so an in-flight capture's row still lands.
-      const acquired = await acquire(() => false, (config.timeout_seconds + FINAL_LOCK_GRACE_S) * 1000);
+      const acquired = await acquire(() => interrupted, (config.timeout_seconds + FINAL_LOCK_GRACE_S) * 1000);
+      if (interrupted) {
+        // A cancel arrived while the final waited or was taken: the run is cancelled, its final row says so.
+        if (acquired) locked = false;
+        return;
+      }
       if (!acquired) {
         // The interior capture outlived its own bound; it is abandoned with the run (its object is orphaned, never referenced).
         ticker?.cancel();
@@ -251,6 +267,12 @@ export function openSnapshotSeries(options: SnapshotSeriesOptions): SnapshotSeri
       });
     },
 
+    async handOver() {
+      handingOver = true;
+      await condition(() => !locked);
+      await ticking;
+    },
+
     abandon() {
       stopped = true;
       ticker?.cancel();
@@ -262,13 +284,12 @@ export function openSnapshotSeries(options: SnapshotSeriesOptions): SnapshotSeri
       inflight?.cancel();
     },
 
-    idle: () => condition(() => !locked),
-
     carry: () => ({ ...carry }),
 
     finalMissing() {
-      if (!config.at_end) return undefined;
-      if (!finalRow || finalRow.bundle_object_url) return undefined;
+      if (!config.at_end || interrupted) return undefined;
+      if (!finalRow) return 'the series recorded no final snapshot';
+      if (finalRow.bundle_object_url) return undefined;
       return `the final snapshot did not land (${finalRow.capture_status}: ${finalRow.capture_reason ?? 'no reason'}); the agent finished but its end state cannot be inspected or forked`;
     },
 
