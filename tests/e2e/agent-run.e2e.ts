@@ -1,14 +1,11 @@
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
 import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
-import { temporal } from '@temporalio/proto';
-import { Worker } from '@temporalio/worker';
 import { TOPICS, type RunEvent } from '@agentrun/contracts';
 import { changeGoalUpdate } from '@agentrun/workflows';
 import { oneToN, scriptedRunShape, seqsOnTopic } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
-import { REPO_ROOT, stackUrls } from '../support/stack-env';
+import { stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
+import { replayHistories } from '../support/histories';
 
 /**
  * The agent loop's guarantees against the real servers. Tools are paced (4 ticks of 250 ms, each a
@@ -114,25 +111,10 @@ describe('AgentRun on the real servers', () => {
 
     // The same histories replay through the current workflow code: a change that would break
     // running executions fails here (and the saved copies in tests/fixtures fail the unit tier).
-    const histories = [
-      { workflowId: `${org}/${runId}`, history: await client.workflow.getHandle(`${org}/${runId}`).fetchHistory() },
-      { workflowId: `${org}/${runId}/research/3`, history: await client.workflow.getHandle(`${org}/${runId}/research/3`).fetchHistory() },
-    ];
-    const bundlePath = join(REPO_ROOT, 'libs/workflows/dist/workflow-bundle.js');
-    for await (const result of Worker.runReplayHistories({ workflowBundle: { codePath: bundlePath } }, histories)) {
-      expect({ id: result.workflowId, error: result.error?.message }).toEqual({ id: result.workflowId, error: undefined });
-    }
-    if (process.env.UPDATE_HISTORY_FIXTURES === '1') {
-      const dir = join(REPO_ROOT, 'tests/fixtures/histories');
-      mkdirSync(dir, { recursive: true });
-      writeFileSync(join(dir, 'agent-run.history.pb'), temporal.api.history.v1.History.encode(histories[0].history).finish());
-      writeFileSync(join(dir, 'research-agent.history.pb'), temporal.api.history.v1.History.encode(histories[1].history).finish());
-      // Replay needs the original workflow ids: children's ids derive from their parent's.
-      writeFileSync(
-        join(dir, 'workflow-ids.json'),
-        JSON.stringify({ 'agent-run.history.pb': histories[0].workflowId, 'research-agent.history.pb': histories[1].workflowId }, null, 2) + '\n',
-      );
-    }
+    await replayHistories(client, [
+      { workflowId: `${org}/${runId}`, file: 'agent-run.history.pb' },
+      { workflowId: `${org}/${runId}/research/3`, file: 'research-agent.history.pb' },
+    ]);
   });
 
   it('an Update the validator rejects never reaches history; an accepted one does, once', async () => {

@@ -8,6 +8,7 @@ import { oneToN } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
 import { stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
+import { replayHistories } from '../support/histories';
 
 /**
  * The snapshot series, archives and forks on the real servers. Tools are paced a little so cadence
@@ -80,6 +81,7 @@ describe('snapshots and forks on the real servers', () => {
     expect(manifest.status).toBe(200);
     expect(manifest.body.items).toEqual(rows);
     // The trajectory is cumulative: the final one holds every event up to the final capture.
+    await replayHistories(client, [{ workflowId: `${org}/${runId}`, file: 'snapshot-series.history.pb' }]);
     const finalTrajectory = readFileSync(join(platform.dataDir, 'objects', snapshotObjectKeys(org, runId, rows[rows.length - 1].snapshot_id).trajectory), 'utf8').trim().split('\n');
     expect(finalTrajectory.length).toBeGreaterThan(6);
   });
@@ -310,6 +312,7 @@ describe('snapshots and forks on the real servers', () => {
       expect((await waitFinished(child)).payload.state).toMatchObject({ status: 'done', goal: 'a different goal', step: 4 });
       const status = await client.workflow.getHandle(`${org}/${child}`).query(statusQuery);
       expect(status.context).toMatch(/\[goal changed: a different goal\]/);
+      await replayHistories(client, [{ workflowId: `${org}/${child}`, file: 'fork.history.pb' }]);
     });
 
     it('fork refusals: unknown snapshot, another org, an eval run, no snapshot id', async () => {

@@ -1,0 +1,275 @@
+/**
+ * Load: `agent.start` commands -> read model, open loop, on an isolated platform (own topics, task
+ * queues, database; TOOL_PACE_MS=0), at a ladder of rates.
+ *
+ * Each step publishes small runs (scripted policy, max_steps=4) at a fixed rate for SECONDS seconds
+ * (N = rate x SECONDS, at least 30), so a rate above what the platform sustains shows as a growing
+ * backlog rather than a burst it absorbs: a timer schedules
+ * every publish at t0 + i/rate, nobody waits for earlier runs (the sends themselves are not awaited
+ * before the next is scheduled). For every run the clock starts just before its `send` and stops at:
+ *
+ *   - first event in the read model: the projector's NOTIFY naming the run (sent on commit), seen by
+ *     a bare LISTEN client of the bench's own on the platform's database;
+ *   - first event on SSE: at that NOTIFY (the run exists now, so the stream answers 200) the bench opens
+ *     GET /runs/{id}/events on the gateway, for every run, and stops at its first frame;
+ *   - terminal in the read model: the NOTIFY naming the run's final seq (its runs row's last_seq once
+ *     the step is over; the row must then say `done`).
+ *
+ * A step holds with no loss when every run is `done`, its events in run_events are exactly 1..N
+ * (N = the scripted shape of max_steps=4), the SSE stream delivered exactly 1..N (no gap, no repeat),
+ * and every command got exactly one outcome on the command-results topic, `accepted`. The ladder
+ * stops after a step that loses anything or whose p99 publish -> terminal exceeds BOUND_MS (the step
+ * still counts for "no loss" if nothing was lost: a run later than DRAIN_MS counts as lost). Each step
+ * also prints its throughput: N / (first publish -> last run terminal), beside the offered rate.
+ *
+ * Beside every step, in the same run and at the same rate and count, the baseline: a bare kafkajs
+ * produce -> consume round trip, open loop, on a topic of the bench's own on the same broker.
+ *
+ *   npm run bench:load -- [rates=1,2,5,10,20,40] [seconds per step=30]
+ */
+import { request } from 'node:http';
+import { performance } from 'node:perf_hooks';
+import { Client as PgClient } from 'pg';
+import { TOPICS, type CommandOutcome } from '@agentrun/contracts';
+import { scriptedRunShape } from '../support/invariants';
+import { Platform, uniqueId } from '../support/platform';
+import { stackUrls } from '../support/stack-env';
+import { waitFor } from '../support/wait';
+
+const ORG = 'bench';
+const MAX_STEPS = 4;
+const RATES = (process.argv[2] ?? '1,2,5,10,20,40').split(',').map(Number);
+const SECONDS_PER_STEP = Number(process.argv[3] ?? 30);
+const BOUND_MS = 10_000; // p99 publish -> terminal above this ends the ladder
+const DRAIN_MS = 90_000; // a run not `done` this long after its step's last publish is lost
+const CHANNEL = 'agentrun_run_events';
+
+function percentile(values: number[], p: number): number {
+  if (values.length === 0) return NaN;
+  const sorted = [...values].sort((a, b) => a - b);
+  return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1))];
+}
+
+/** Calls `fire(i)` at t0 + i * 1000/rate for i < n, on absolute times (no drift); resolves after the last call. */
+async function openLoop(n: number, rate: number, fire: (i: number) => void): Promise<void> {
+  const t0 = performance.now();
+  for (let i = 0; i < n; i++) {
+    const due = t0 + (i * 1000) / rate;
+    const wait = due - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    fire(i);
+  }
+}
+
+interface RunTrack {
+  runId: string;
+  commandId: string;
+  published: number;
+  sendError?: string;
+  firstRow?: number;
+  notified: Map<number, number>; // seq -> first NOTIFY naming it
+  firstSse?: number;
+  sseSeqs: number[];
+  sseStatus?: number;
+  sseEnded?: boolean;
+}
+
+/** Opens the run's SSE stream and records the time of its first event frame and every seq it sends. */
+function followSse(gatewayUrl: string, track: RunTrack): void {
+  const req = request(`${gatewayUrl}/runs/${track.runId}/events`, { headers: { Accept: 'text/event-stream', 'X-Org': ORG } }, (res) => {
+    track.sseStatus = res.statusCode ?? 0;
+    res.setEncoding('utf8');
+    let buffer = '';
+    res.on('data', (chunk: string) => {
+      buffer += chunk;
+      let cut: number;
+      while ((cut = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        const id = /^id: ?(\d+)$/m.exec(block);
+        if (!id) continue;
+        track.firstSse ??= performance.now();
+        track.sseSeqs.push(Number(id[1]));
+      }
+    });
+    res.on('end', () => (track.sseEnded = true));
+    res.on('error', () => (track.sseEnded = true));
+  });
+  req.on('error', () => (track.sseEnded = true));
+  req.end();
+}
+
+/** A bare produce -> consume round trip at `rate`, open loop, n messages, on the bench's own topic. */
+async function kafkaBaseline(platform: Platform, topic: string, n: number, rate: number): Promise<{ rtts: number[]; lost: number }> {
+  const producer = platform.kafka.producer({ allowAutoTopicCreation: false });
+  const consumer = platform.kafka.consumer({ groupId: `${platform.id}-baseline-${rate}` });
+  const arrived = new Map<string, number>();
+  await Promise.all([producer.connect(), consumer.connect()]);
+  await consumer.subscribe({ topic, fromBeginning: false });
+  await consumer.run({ eachMessage: async ({ message }) => void arrived.set(message.key?.toString() ?? '', performance.now()) });
+  await waitFor('the baseline consumer to join', async () => {
+    const key = uniqueId('warm');
+    await producer.send({ topic, messages: [{ key, value: '{}' }] });
+    await new Promise((r) => setTimeout(r, 200));
+    return arrived.has(key);
+  }, 30_000, 10);
+  const sent = new Map<string, number>();
+  const tag = uniqueId(`rt${rate}`);
+  await openLoop(n, rate, (i) => {
+    const key = `${tag}-${i}`;
+    sent.set(key, performance.now());
+    void producer.send({ topic, messages: [{ key, value: '{}' }] });
+  });
+  await waitFor('the baseline echoes', () => [...sent.keys()].every((k) => arrived.has(k)), 15_000, 5).catch(() => undefined);
+  const rtts = [...sent].filter(([k]) => arrived.has(k)).map(([k, t]) => arrived.get(k)! - t);
+  await Promise.all([consumer.disconnect(), producer.disconnect()]);
+  return { rtts, lost: sent.size - rtts.length };
+}
+
+async function main(): Promise<void> {
+  const expected = scriptedRunShape(MAX_STEPS).events;
+  const platform = new Platform({ TOOL_PACE_MS: '0' });
+  await platform.start();
+  const listener = new PgClient({ connectionString: stackUrls().databaseUrl(platform.database) });
+  const tracks = new Map<string, RunTrack>();
+  let starNotices = 0;
+  try {
+    // The LISTEN side: the projector's commit notices, as the gateway's hub receives them.
+    await listener.connect();
+    const onRun = (runId: string, seq: number, at: number) => {
+      const track = tracks.get(runId);
+      if (!track) return;
+      if (!track.notified.has(seq)) track.notified.set(seq, at);
+      if (track.firstRow === undefined) {
+        track.firstRow = at;
+        followSse(platform.gatewayUrl, track);
+      }
+    };
+    listener.on('notification', (msg) => {
+      const at = performance.now();
+      if (msg.channel !== CHANNEL) return;
+      if (msg.payload === '*') {
+        // Too many runs for one notice: ask the read model which runs moved.
+        starNotices += 1;
+        const open = [...tracks.values()].filter((t) => !t.notified.has(expected)).map((t) => t.runId);
+        void listener.query<{ run_id: string; last_seq: number }>('SELECT run_id, last_seq FROM runs WHERE org = $1 AND run_id = ANY($2)', [ORG, open]).then((r) => r.rows.forEach((row) => onRun(row.run_id, Number(row.last_seq), at)));
+        return;
+      }
+      for (const [org, runId, seq] of JSON.parse(msg.payload ?? '[]') as [string, string, number][]) if (org === ORG) onRun(runId, Number(seq), at);
+    });
+    await listener.query(`LISTEN ${CHANNEL}`);
+    const outcomes = await platform.follow<CommandOutcome>(TOPICS.commandResults);
+
+    const baselineTopic = platform.topic('bench.baseline');
+    const admin = platform.kafka.admin();
+    await admin.connect();
+    await admin.createTopics({ waitForLeaders: true, topics: [{ topic: baselineTopic, numPartitions: 3, replicationFactor: 1 }] });
+    await admin.disconnect();
+
+    const startRuns = async (label: string, n: number, rate: number): Promise<RunTrack[]> => {
+      const mine: RunTrack[] = [];
+      await openLoop(n, rate, (i) => {
+        const track: RunTrack = { runId: uniqueId(`${label}${i}`), commandId: uniqueId('c'), published: 0, notified: new Map(), sseSeqs: [] };
+        tracks.set(track.runId, track);
+        mine.push(track);
+        track.published = performance.now();
+        platform
+          .publishCommand({ command_id: track.commandId, type: 'agent.start', org: ORG, run_id: track.runId, payload: { goal: `load ${track.runId}`, max_steps: MAX_STEPS } })
+          .catch((err: Error) => (track.sendError = err.message));
+      });
+      const lastPublish = performance.now();
+      // Wait for every run to be done in the read model and its stream to end, or for the drain bound.
+      for (;;) {
+        const rows = await platform.query<{ n: string }>(`SELECT count(*) AS n FROM runs WHERE org = $1 AND run_id = ANY($2) AND status IN ('done', 'failed', 'cancelled')`, [ORG, mine.map((t) => t.runId)]);
+        const terminal = Number(rows[0].n);
+        if (terminal === n && mine.every((t) => t.sseEnded || t.sendError)) break;
+        if (performance.now() - lastPublish > DRAIN_MS) break;
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      return mine;
+    };
+
+    // Warm-up, not reported: every app past its first message.
+    await startRuns('warm', 3, 1);
+
+    console.log(`\nLoad: agent.start (scripted, max_steps=${MAX_STEPS}: ${expected} events per run, TOOL_PACE_MS=0), open loop; isolated platform ${platform.id}`);
+    console.log(`every run followed on SSE from the projector's first NOTIFY naming it; ladder stops on any loss or p99 publish -> terminal > ${BOUND_MS / 1000} s`);
+    const header = `${'rate/s'.padStart(6)} ${'N'.padStart(3)} | ${'1st row p50/p99'.padStart(17)} | ${'1st SSE p50/p99'.padStart(17)} | ${'terminal p50/p99'.padStart(17)} | ${'Kafka p50/p99'.padStart(15)} | ${'SSE/Kafka p50,p99'.padStart(17)} | done/s | no loss`;
+    console.log(header);
+    const ms = (v: number) => (Number.isNaN(v) ? '-' : v.toFixed(0));
+    const pair = (v: number[]) => `${ms(percentile(v, 50))} / ${ms(percentile(v, 99))} ms`;
+    let held: number | undefined; // no loss and within the bound
+    let lossless: number | undefined; // no loss, whatever the latency
+    const problems: string[] = [];
+
+    for (const rate of RATES) {
+      const n = Math.max(30, Math.round(rate * SECONDS_PER_STEP));
+      const baseline = await kafkaBaseline(platform, baselineTopic, n, rate);
+      const mine = await startRuns(`r${rate}-`, n, rate);
+
+      // Invariants, from the read model, the SSE streams and the outcome topic.
+      const ids = mine.map((t) => t.runId);
+      const runs = await platform.query<{ run_id: string; status: string; last_seq: number }>('SELECT run_id, status, last_seq FROM runs WHERE org = $1 AND run_id = ANY($2)', [ORG, ids]);
+      const events = await platform.query<{ run_id: string; n: string; d: string; lo: number; hi: number }>(
+        'SELECT run_id, count(*) AS n, count(DISTINCT seq) AS d, min(seq) AS lo, max(seq) AS hi FROM run_events WHERE org = $1 AND run_id = ANY($2) GROUP BY run_id',
+        [ORG, ids],
+      );
+      await waitFor('an outcome for every command', () => mine.every((t) => outcomes.some((o) => o.value.command_id === t.commandId)), 10_000, 100).catch(() => undefined);
+      const runById = new Map(runs.map((r) => [r.run_id, r]));
+      const eventsById = new Map(events.map((e) => [e.run_id, e]));
+      const stepProblems: string[] = [];
+      const toRow: number[] = [];
+      const toSse: number[] = [];
+      const toDone: number[] = [];
+      let lastTerminal = 0;
+      for (const t of mine) {
+        const run = runById.get(t.runId);
+        const ev = eventsById.get(t.runId);
+        const mineOutcomes = outcomes.filter((o) => o.value.command_id === t.commandId);
+        if (t.sendError) stepProblems.push(`${t.runId}: publish failed: ${t.sendError}`);
+        if (run?.status !== 'done') stepProblems.push(`${t.runId}: status ${run?.status ?? 'missing'}`);
+        if (!ev || Number(ev.n) !== expected || Number(ev.d) !== expected || ev.lo !== 1 || ev.hi !== expected || run?.last_seq !== expected)
+          stepProblems.push(`${t.runId}: read model events n=${ev?.n} distinct=${ev?.d} ${ev?.lo}..${ev?.hi}, last_seq ${run?.last_seq}, want 1..${expected}`);
+        if (t.sseSeqs.join(',') !== Array.from({ length: expected }, (_, i) => i + 1).join(','))
+          stepProblems.push(`${t.runId}: SSE (status ${t.sseStatus}) sent seqs [${t.sseSeqs.join(',')}]`);
+        if (mineOutcomes.length !== 1 || mineOutcomes[0].value.outcome !== 'accepted')
+          stepProblems.push(`${t.runId}: ${mineOutcomes.length} outcome(s) [${mineOutcomes.map((o) => o.value.outcome).join(',')}]`);
+        if (t.firstRow !== undefined) toRow.push(t.firstRow - t.published);
+        if (t.firstSse !== undefined) toSse.push(t.firstSse - t.published);
+        const terminalAt = run ? t.notified.get(run.last_seq) : undefined;
+        if (terminalAt !== undefined) toDone.push(terminalAt - t.published);
+        if (terminalAt !== undefined) lastTerminal = Math.max(lastTerminal, terminalAt);
+      }
+      if (baseline.lost > 0) stepProblems.push(`baseline: ${baseline.lost} Kafka message(s) not echoed`);
+      const sseRatio = `${(percentile(toSse, 50) / percentile(baseline.rtts, 50)).toFixed(1)}x, ${(percentile(toSse, 99) / percentile(baseline.rtts, 99)).toFixed(1)}x`;
+      const throughput = toDone.length / ((lastTerminal - mine[0].published) / 1000);
+      const ok = stepProblems.length === 0;
+      const overBound = percentile(toDone, 99) > BOUND_MS;
+      console.log(
+        `${String(rate).padStart(6)} ${String(n).padStart(3)} | ${pair(toRow).padStart(17)} | ${pair(toSse).padStart(17)} | ${pair(toDone).padStart(17)} | ${pair(baseline.rtts).padStart(15)} | ${sseRatio.padStart(17)} | ${throughput.toFixed(1).padStart(6)} | ${ok ? 'yes' : `NO (${stepProblems.length} problem(s))`}${overBound ? `, p99 terminal > ${BOUND_MS / 1000} s` : ''}`,
+      );
+      if (!ok) {
+        problems.push(...stepProblems.map((p) => `rate ${rate}/s: ${p}`));
+        break;
+      }
+      lossless = rate;
+      if (overBound) break;
+      held = rate;
+    }
+    if (starNotices > 0) console.log(`(${starNotices} NOTIFY '*' notice(s): those times are when the bench re-read the runs table)`);
+    for (const p of problems.slice(0, 20)) console.log(`  ${p}`);
+    if (problems.length > 20) console.log(`  ... and ${problems.length - 20} more`);
+    const top = (rate: number | undefined) => (rate === undefined ? 'none' : `${rate} commands/s${rate === RATES.at(-1) ? ' (the top of the ladder: not a limit)' : ''}`);
+    console.log(`highest rate with no loss: ${top(lossless)}`);
+    console.log(`highest rate held with no loss and p99 publish -> terminal <= ${BOUND_MS / 1000} s: ${top(held)}`);
+    if (lossless === undefined) process.exitCode = 1;
+  } finally {
+    await listener.end().catch(() => undefined);
+    await platform.stop();
+  }
+}
+
+main().catch((err) => {
+  console.error(err);
+  process.exit(1);
+});
