@@ -250,6 +250,8 @@ describe('faults: nothing is lost, nothing happens twice', () => {
     for (const command of commands) {
       const decided = await platform.query<{ outcome: string }>('SELECT outcome FROM command_ledger WHERE org = $1 AND command_id = $2', [ORG, command.id]);
       expect(decided).toEqual([{ outcome: 'accepted' }]);
+      // The test's own consumer may still be catching up after a broker restart.
+      await waitFor(`the outcome of ${command.id} on the topic`, () => outcomes.some((o) => o.value.command_id === command.id), 90_000);
       const told = outcomes.filter((o) => o.value.command_id === command.id).map((o) => o.value.outcome);
       expect(told[0]).toBe('accepted');
       expect(told.slice(1).every((o) => o === 'accepted' || o === 'duplicate')).toBe(true);
