@@ -536,8 +536,13 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
       expectProblem(res, res.headers, 400, detail, what);
       expect(res.body.detail).toMatch(/start again without a cursor/);
     }
-    // Past Node's 16 KiB header limit the server answers 431 itself, before any code of ours.
-    expect((await raw('GET', `/runs?cursor=${'A'.repeat(64 * 1024)}`, { 'X-Org': org })).status).toBe(431);
+    // Past Node's 16 KiB header limit the server answers 431 itself, before any code of ours, and
+    // closes the connection: a client still writing the request may see the reset instead.
+    const huge = await raw('GET', `/runs?cursor=${'A'.repeat(64 * 1024)}`, { 'X-Org': org }).then(
+      (r) => r.status,
+      (err: NodeJS.ErrnoException) => err.code,
+    );
+    expect([431, 'ECONNRESET', 'EPIPE']).toContain(huge);
     // The foreign cursor still works for its own org.
     expect((await platform.http('GET', `/runs?cursor=${encodeURIComponent(foreign)}`, { org: other })).status).toBe(200);
   });

@@ -30,7 +30,7 @@ describe('the projection into Postgres', () => {
     const applied = await Promise.all(sources.map((s) => migrate(s)));
     const migrators = applied.filter((names) => names.length > 0);
     expect(migrators).toHaveLength(1);
-    expect(migrators[0]).toEqual(['ReadModel1764400000000', 'CommandLedgerClaims1764500000000', 'GpuLeases1764600000000', 'ApiTokens1764700000000']);
+    expect(migrators[0]).toEqual(['ReadModel1764400000000', 'CommandLedgerClaims1764500000000', 'GpuLeases1764600000000', 'ApiTokens1764700000000', 'Snapshots1764800000000']);
     await Promise.all(sources.slice(1).map((s) => s.destroy()));
     dataSource = sources[0];
     readModel = new ReadModel(dataSource);
@@ -49,6 +49,28 @@ describe('the projection into Postgres', () => {
     expect((await applyRunEvents(dataSource, batch)).inserted).toBe(0);
     expect(await runRow('r1')).toEqual(before);
     expect(before).toMatchObject({ status: 'done', state_seq: 3, last_seq: 3 });
+  });
+
+  it('writes the snapshot manifest from snapshot_captured events, once; a row the table cannot hold is left out, its event kept', async () => {
+    const row = { snapshot_id: 'snap-0001', source_agent_name: 'AgentRun', source_context_id: 'm1', elapsed_s: 1, captured_at_utc: '2026-11-29T17:00:01.000Z', is_final: false, capture_status: 'ok', step: 1, version: 1, turn: 1 };
+    const captured = (seq: number, snapshot: Record<string, unknown>): RunEvent => ({ ...event('m1', seq), type: 'snapshot_captured', payload: { snapshot } });
+    const batch = [
+      captured(1, row),
+      captured(2, { ...row, snapshot_id: 'snap-0002', step: 1.5 }),
+      captured(3, { ...row, snapshot_id: 'snap-0003', capture_status: 'great', captured_at_utc: 'yesterday' }),
+      captured(4, { ...row, snapshot_id: 'snap-0004', captured_at_utc: 'not a time', bytes: -1 }),
+    ];
+    expect((await applyRunEvents(dataSource, batch)).inserted).toBe(4);
+    expect((await applyRunEvents(dataSource, batch)).inserted).toBe(0);
+    const manifest = await dataSource.query(`SELECT snapshot_id, seq, step, bytes, captured_at FROM snapshots WHERE org = 'acme' AND run_id = 'm1' ORDER BY seq`);
+    // snap-0002's step is not an integer: stored with step 0 rather than refusing the event; snap-0003's status is unknown: left out.
+    expect(manifest.map((r: { snapshot_id: string; step: number }) => [r.snapshot_id, r.step])).toEqual([
+      ['snap-0001', 1],
+      ['snap-0002', 0],
+      ['snap-0004', 1],
+    ]);
+    expect(manifest[2].bytes).toBeNull();
+    expect(new Date(manifest[2].captured_at).toISOString()).toBe(batch[3].ts);
   });
 
   it('an out-of-order duplicate never moves the row backwards, and created_at is the first event\'s', async () => {
