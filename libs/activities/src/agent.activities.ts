@@ -5,6 +5,7 @@ import type { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import type { AgentActivities, ModelCall, ModelReply, ToolCall, ToolResult } from '@agentrun/workflows';
 import { ChatError, type ChatClient, type ChatMessage } from './llm';
 import type { ObjectStore } from '@agentrun/archive';
+import { stepOfKey } from './effect-keys';
 import { inlineOrStore } from './payloads';
 import { restoreSnapshotActivity, type RestoreDeps } from './snapshot.activities';
 import { toolSpecsFor } from './tool-specs';
@@ -32,12 +33,6 @@ export interface AgentActivityDeps {
 
 /** Who holds a lease: this process on this host. */
 const WORKER = `${hostname()}:${process.pid}`;
-
-function stepOf(key: string): number {
-  const parts = key.split(':');
-  const step = Number(parts[parts.length - 2]);
-  return Number.isInteger(step) ? step : 0;
-}
 
 /**
  * Heartbeats through the paced ticks, starting after the last tick a previous attempt reported,
@@ -101,7 +96,7 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
           const resumedFrom = await pace(deps.pace);
           const raw = await tool.run(call.args, {
             workspace: new Workspace(deps.workspaceRoot, call.org, call.run_id),
-            step: stepOf(call.key),
+            step: stepOfKey(call.key) ?? 0,
             heartbeat: (progress) => Context.current().heartbeat(progress),
           });
           const output = await inlineOrStore(deps.payloads.store, call, raw, deps.payloads.inlineMaxBytes);

@@ -3,11 +3,11 @@ import { ApplicationFailure } from '@temporalio/common';
 import { randomBytes } from 'node:crypto';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import { Transform } from 'node:stream';
-import { packDirectory, restoreArchive, type ObjectStore } from '@agentrun/archive';
+import { ByteCounter, packDirectory, restoreArchive, type ObjectStore } from '@agentrun/archive';
 import { snapshotObjectKeys } from '@agentrun/contracts';
 import type { CaptureInput, CaptureProgress, CaptureResult, ForkState, RestoreResult, SnapshotActivities } from '@agentrun/workflows';
 import type { DataSource } from 'typeorm';
+import { stepOfKey } from './effect-keys';
 import { Workspace } from './workspace';
 
 export interface SnapshotDeps {
@@ -32,12 +32,6 @@ export interface SnapshotStateDocument {
 
 /** How many recorded effects a snapshot keeps (newest first); a fork only ever reuses those at its step. */
 const MAX_RECORDED_EFFECTS = 5_000;
-
-function stepOfKey(key: string): number {
-  const parts = key.split(':');
-  const step = Number(parts[parts.length - 2]);
-  return Number.isInteger(step) ? step : -1;
-}
 
 /** Heartbeats at most every `everyMs`, with the progress a timed-out capture's row is built from. */
 function beater(everyMs = 1_000): (progress: CaptureProgress) => void {
@@ -86,22 +80,14 @@ export function createSnapshotActivities(deps: SnapshotDeps): SnapshotActivities
         effectsError = (err as Error).message;
       }
 
-      let bytes = 0;
-      const counted = new Transform({
-        transform(chunk: Buffer, _enc, done) {
-          bytes += chunk.length;
-          beat({ phase: 'archive', bytes });
-          done(null, chunk);
-        },
-      });
-      const packed = packDirectory(workspace.dir);
+      const packed = packDirectory(workspace.dir, { onProgress: (bytes) => beat({ phase: 'archive', bytes }) });
       const abort = (): void => {
         packed.destroy(new Error('capture cancelled'));
       };
       ctx.cancellationSignal.addEventListener('abort', abort);
       let stored;
       try {
-        stored = await deps.store.put(keys.archive, packed.pipe(counted));
+        stored = await deps.store.put(keys.archive, packed);
       } finally {
         ctx.cancellationSignal.removeEventListener('abort', abort);
       }
@@ -180,16 +166,9 @@ export function restoreSnapshotActivity(deps: RestoreDeps): (input: { org: strin
     let restored;
     const ctx = Context.current();
     const beat = beater();
-    let read = 0;
     // Heartbeats as the archive streams in, so a long restore is not taken for a dead one, and a
     // cancelled or timed-out attempt stops reading instead of racing its retry for the workspace.
-    const counted = new Transform({
-      transform(chunk: Buffer, _enc, done) {
-        read += chunk.length;
-        beat({ phase: 'archive', bytes: read });
-        done(null, chunk);
-      },
-    });
+    const counted = new ByteCounter((bytes) => beat({ phase: 'archive', bytes }));
     const source = await deps.store.get(keys.archive);
     const abort = (): void => {
       counted.destroy(new Error('restore cancelled'));
@@ -208,7 +187,7 @@ export function restoreSnapshotActivity(deps: RestoreDeps): (input: { org: strin
       ctx.cancellationSignal.removeEventListener('abort', abort);
     }
     // Only calls at or after the fork point can come up again; earlier steps are never re-run.
-    const reusable = doc.recorded_effects.filter((e) => stepOfKey(e.key) >= doc.state.step).map((e) => e.key);
+    const reusable = doc.recorded_effects.filter((e) => (stepOfKey(e.key) ?? -1) >= doc.state.step).map((e) => e.key);
     return { state: doc.state, reusable_keys: reusable, files: restored.files, bytes: restored.bytes };
   };
 }

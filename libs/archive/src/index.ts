@@ -12,3 +12,4 @@ export * from './object-store';
 export * from './local-object-store';
 export * from './s3-object-store';
 export * from './object-store-config';
+export { ByteCounter } from './byte-counter';

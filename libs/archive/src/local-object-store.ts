@@ -1,9 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import { mkdir, open, rename, rm, stat, writeFile } from 'node:fs/promises';
 import { dirname, resolve, sep } from 'node:path';
-import { Transform, type Readable } from 'node:stream';
+import type { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { pathToFileURL } from 'node:url';
+import { ByteCounter } from './byte-counter';
 import { checkObjectKey, InvalidObjectKey, ObjectNotFound, type ObjectStore, type StoredObject } from './object-store';
 
 /** Objects as files under one directory; a put goes to `<key>.partial-<random>` and is renamed into place. */
@@ -31,12 +32,7 @@ export class LocalObjectStore implements ObjectStore {
         await writeFile(partial, body, { flag: 'wx' });
         bytes = body.length;
       } else {
-        const count = new Transform({
-          transform(chunk: Buffer, _enc, done) {
-            bytes += chunk.length;
-            done(null, chunk);
-          },
-        });
+        const count = new ByteCounter();
         // Opened here rather than by the stream: a stream still opening when the body fails would
         // create the partial file after the cleanup below had already run.
         const file = await open(partial, 'wx');
@@ -45,6 +41,7 @@ export class LocalObjectStore implements ObjectStore {
         } finally {
           await file.close();
         }
+        bytes = count.bytes;
       }
       await rename(partial, full);
     } catch (err) {

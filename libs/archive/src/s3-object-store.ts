@@ -1,6 +1,7 @@
 import { DeleteObjectCommand, GetObjectCommand, HeadObjectCommand, S3Client } from '@aws-sdk/client-s3';
 import { Upload } from '@aws-sdk/lib-storage';
-import { pipeline, Readable, Transform } from 'node:stream';
+import { pipeline, Readable } from 'node:stream';
+import { ByteCounter } from './byte-counter';
 import { checkObjectKey, ObjectNotFound, type ObjectStore, type StoredObject } from './object-store';
 
 export interface S3ObjectStoreOptions {
@@ -42,18 +43,10 @@ export class S3ObjectStore implements ObjectStore {
 
   async put(key: string, body: Readable | Buffer): Promise<StoredObject> {
     checkObjectKey(key);
-    let bytes = 0;
     let bodyError: unknown;
     let source: Readable | Buffer = body;
-    if (Buffer.isBuffer(body)) {
-      bytes = body.length;
-    } else {
-      const count = new Transform({
-        transform(chunk: Buffer, _enc, done) {
-          bytes += chunk.length;
-          done(null, chunk);
-        },
-      });
+    const count = new ByteCounter();
+    if (!Buffer.isBuffer(body)) {
       // pipeline, not pipe: an error in `body` must fail the upload rather than leave it waiting.
       source = pipeline(body, count, (err) => {
         bodyError = err ?? undefined;
@@ -72,7 +65,7 @@ export class S3ObjectStore implements ObjectStore {
       // When the body failed, that is the cause; the upload's own error may be a failed abort after it.
       throw bodyError ?? err;
     }
-    return { key, bytes, url: this.url(key) };
+    return { key, bytes: Buffer.isBuffer(body) ? body.length : count.bytes, url: this.url(key) };
   }
 
   async get(key: string): Promise<Readable> {

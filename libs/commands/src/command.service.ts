@@ -5,6 +5,7 @@ import {
   DEFAULT_MAX_STEPS,
   isTerminal,
   SNAPSHOT_DEFAULTS,
+  type AgentStartPayload,
   type SnapshotSettings,
   RUN_ID_PATTERN,
   type EvalStartPayload,
@@ -28,6 +29,7 @@ import {
   pauseSignal,
   resumeSignal,
   type AgentRunInput,
+  type ForkInput,
   type SnapshotSeriesConfig,
   type ToolTimeouts,
 } from '@agentrun/workflows';
@@ -207,23 +209,29 @@ export class CommandService {
   }
 
   private async startAgent(command: CommandOf<'agent.start'>): Promise<Decision> {
-    const { org, run_id, payload } = command;
+    return this.startAgentRun(command.command_id, command.org, command.run_id, command.payload);
+  }
+
+  /** Starts an AgentRun with the platform's defaults; a fork adds its parent, its snapshot and the step it starts at. */
+  private async startAgentRun(commandId: string, org: string, runId: string, settings: AgentStartPayload, fork?: { input: ForkInput; step: number }): Promise<Decision> {
     const input: AgentRunInput = {
       org,
-      run_id,
-      goal: payload.goal,
-      max_steps: payload.max_steps ?? DEFAULT_MAX_STEPS,
-      policy: payload.policy ?? 'scripted',
-      tier: payload.tier ?? 'batch',
-      ...(payload.owner ? { owner: payload.owner } : {}),
+      run_id: runId,
+      goal: settings.goal,
+      max_steps: settings.max_steps ?? DEFAULT_MAX_STEPS,
+      policy: settings.policy ?? 'scripted',
+      tier: settings.tier ?? 'batch',
+      ...(settings.owner ? { owner: settings.owner } : {}),
+      ...(fork ? { parent_run_id: fork.input.from_run_id, fork: fork.input } : {}),
       lanes: this.agentLanes(),
-      ...(payload.snapshots ? { snapshots: snapshotConfigOf(payload.snapshots) } : {}),
+      ...(settings.snapshots ? { snapshots: snapshotConfigOf(settings.snapshots) } : {}),
       ...this.deps.agentDefaults,
     };
-    return this.startRun(command.command_id, org, run_id, 'agent', (options) => this.deps.temporal.workflow.start(AgentRun, { ...options, args: [input] }), {
-      memo: { tier: input.tier, max_steps: input.max_steps },
+    return this.startRun(commandId, org, runId, 'agent', (options) => this.deps.temporal.workflow.start(AgentRun, { ...options, args: [input] }), {
+      memo: { tier: input.tier, max_steps: input.max_steps, ...(fork ? { parent_run_id: fork.input.from_run_id, forked_from_snapshot: fork.input.snapshot_id } : {}) },
       attributes: [
-        { key: defineSearchAttributeKey('CurrentStep', 'INT'), value: 0 },
+        { key: defineSearchAttributeKey('CurrentStep', 'INT'), value: fork?.step ?? 0 },
+        ...(fork ? [{ key: defineSearchAttributeKey('RunParent', 'KEYWORD'), value: fork.input.from_run_id }] : []),
         ...(input.owner ? [{ key: defineSearchAttributeKey('Owner', 'KEYWORD'), value: input.owner }] : []),
       ],
     });
@@ -255,29 +263,24 @@ export class CommandService {
         message: `snapshot '${row.snapshot_id}' of run '${from}' cannot be forked: ${why} (${row.capture_status}${row.capture_reason ? `: ${row.capture_reason}` : ''})`,
       };
     }
-    const shown = state as { goal?: string; max_steps?: number; policy?: AgentRunInput['policy']; tier?: AgentRunInput['tier']; owner?: string };
-    const input: AgentRunInput = {
+    const shown = state as Partial<Pick<AgentStartPayload, 'goal' | 'max_steps' | 'policy' | 'tier' | 'owner'>>;
+    const decision = await this.startAgentRun(
+      command.command_id,
       org,
       run_id,
-      goal: payload.goal ?? shown.goal ?? 'forked run',
-      max_steps: shown.max_steps ?? DEFAULT_MAX_STEPS,
-      policy: shown.policy ?? 'scripted',
-      tier: shown.tier ?? 'batch',
-      ...(shown.owner ? { owner: shown.owner } : {}),
-      parent_run_id: from,
-      lanes: this.agentLanes(),
-      ...(payload.snapshots ? { snapshots: snapshotConfigOf(payload.snapshots) } : {}),
-      fork: { from_run_id: from, from_workflow_id: workflowIdFor(org, from), snapshot_id: row.snapshot_id, ...(payload.goal ? { goal: payload.goal } : {}) },
-      ...this.deps.agentDefaults,
-    };
-    const decision = await this.startRun(command.command_id, org, run_id, 'agent', (options) => this.deps.temporal.workflow.start(AgentRun, { ...options, args: [input] }), {
-      memo: { tier: input.tier, max_steps: input.max_steps, parent_run_id: from, forked_from_snapshot: row.snapshot_id },
-      attributes: [
-        { key: defineSearchAttributeKey('CurrentStep', 'INT'), value: row.step },
-        { key: defineSearchAttributeKey('RunParent', 'KEYWORD'), value: from },
-        ...(input.owner ? [{ key: defineSearchAttributeKey('Owner', 'KEYWORD'), value: input.owner }] : []),
-      ],
-    });
+      {
+        goal: payload.goal ?? shown.goal ?? 'forked run',
+        ...(shown.max_steps ? { max_steps: shown.max_steps } : {}),
+        ...(shown.policy ? { policy: shown.policy } : {}),
+        ...(shown.tier ? { tier: shown.tier } : {}),
+        ...(shown.owner ? { owner: shown.owner } : {}),
+        ...(payload.snapshots ? { snapshots: payload.snapshots } : {}),
+      },
+      {
+        input: { from_run_id: from, from_workflow_id: workflowIdFor(org, from), snapshot_id: row.snapshot_id, ...(payload.goal ? { goal: payload.goal } : {}) },
+        step: row.step,
+      },
+    );
     return decision.outcome === 'accepted' ? { outcome: 'accepted', message: `forked from snapshot '${row.snapshot_id}' of run '${from}' at step ${row.step}` } : decision;
   }
 

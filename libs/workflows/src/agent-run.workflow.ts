@@ -21,6 +21,7 @@ import type {
   AgentRunInput,
   AgentRunResult,
   ForkState,
+  ModelCall,
   ToolCall,
   ToolTimeouts,
   ToolResult,
@@ -318,36 +319,29 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     }
   };
 
-  const think = async (prompt: string): Promise<{ output: string; attempt: number; duplicate: boolean }> => {
-    const key = `${info.workflowId}:${step}:${digest(prompt)}`;
+  /** One model call, keyed by this step and what it answers; a fork reuses its parent's reply for the same key. */
+  const askModel = (seed: string, messages: ModelCall['messages'], tools: string[]) => {
+    const key = `${info.workflowId}:${step}:${digest(seed)}`;
     const reuse = reuseKeyFor(key);
-    const reply = await model.callModel({
-      key,
-      ...(reuse ? { reuse_key: reuse } : {}),
-      org: input.org,
-      run_id: input.run_id,
-      messages: [
+    return model.callModel({ key, ...(reuse ? { reuse_key: reuse } : {}), org: input.org, run_id: input.run_id, messages, tools });
+  };
+
+  const think = async (prompt: string): Promise<{ output: string; attempt: number; duplicate: boolean }> => {
+    const reply = await askModel(
+      prompt,
+      [
         { role: 'system', content: `You are an agent working toward this goal: ${goal}` },
         { role: 'user', content: prompt },
       ],
-      tools: [],
-    });
+      [],
+    );
     return { output: reply.content, attempt: reply.attempt, duplicate: reply.duplicate };
   };
 
   /** One model turn of the `llm` policy: the whole conversation, every tool on offer. */
   const converse = async (): Promise<{ output: string; attempt: number; duplicate: boolean }> => {
     const last = conversation.messages[conversation.messages.length - 1];
-    const key = `${info.workflowId}:${step}:${digest(JSON.stringify(last))}`;
-    const reuse = reuseKeyFor(key);
-    const reply = await model.callModel({
-      key,
-      ...(reuse ? { reuse_key: reuse } : {}),
-      org: input.org,
-      run_id: input.run_id,
-      messages: conversation.messages,
-      tools: Object.keys(LLM_TOOL_LANES),
-    });
+    const reply = await askModel(JSON.stringify(last), conversation.messages, Object.keys(LLM_TOOL_LANES));
     conversation = applyReply(conversation, reply);
     const called = reply.tool_calls.map((c) => c.name).join(', ');
     return { output: called ? `called ${called}` : reply.content, attempt: reply.attempt, duplicate: reply.duplicate };
