@@ -1,5 +1,5 @@
 import { Body, Controller, Headers, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
-import { COMMAND_ID_PATTERN, type CommandOutcome, type CommandType, type RejectionReason } from '@agentrun/contracts';
+import { COMMAND_ID_PATTERN, type CommandAccepted, type CommandOutcome, type CommandType, type RejectionReason } from '@agentrun/contracts';
 import { checkCommand } from '@agentrun/contracts/validation';
 import { CommandService, TransientCommandError } from '@agentrun/commands';
 import { ReadModel } from '@agentrun/persistence';
@@ -40,13 +40,6 @@ const CONTROL_ROUTES: Record<string, CommandType> = {
   fork: 'agent.fork',
 };
 
-interface Accepted {
-  command_id: string;
-  run_id: string;
-  outcome: CommandOutcome['outcome'];
-  message?: string;
-}
-
 /**
  * HTTP writes go through the same command library as Kafka commands: same validation, same ledger,
  * same outcome record. `Idempotency-Key` becomes the command id.
@@ -61,14 +54,14 @@ export class CommandsController {
 
   @Post('agents')
   @HttpCode(202)
-  async startAgent(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<Accepted> {
+  async startAgent(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
     const { run_id, ...payload } = asObject(body);
     return this.send(org, key, 'agent.start', newRunId(run_id, 'agent'), payload);
   }
 
   @Post('evals')
   @HttpCode(202)
-  async startEval(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<Accepted> {
+  async startEval(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
     const { run_id, ...payload } = asObject(body);
     return this.send(org, key, 'eval.start', newRunId(run_id, 'eval'), payload);
   }
@@ -81,7 +74,7 @@ export class CommandsController {
     @Param('action') action: string,
     @Headers('idempotency-key') key: string | undefined,
     @Body() body: unknown,
-  ): Promise<Accepted> {
+  ): Promise<CommandAccepted> {
     let type = Object.prototype.hasOwnProperty.call(CONTROL_ROUTES, action) ? CONTROL_ROUTES[action] : undefined;
     if (!type) throw new ProblemException(404, 'no such action', `'${action}' is not one of ${Object.keys(CONTROL_ROUTES).join(', ')}`);
     // One cancel route for both kinds: the run's kind picks the command.
@@ -94,7 +87,7 @@ export class CommandsController {
     return this.send(org, key, type, requireRunId(id), body === undefined ? {} : asObject(body));
   }
 
-  private async send(org: string, key: string | undefined, type: CommandType, runId: string, payload: Record<string, unknown>): Promise<Accepted> {
+  private async send(org: string, key: string | undefined, type: CommandType, runId: string, payload: Record<string, unknown>): Promise<CommandAccepted> {
     if (key !== undefined && !commandIdRe.test(key)) {
       throw new ProblemException(400, 'bad idempotency key', 'Idempotency-Key must be 1-128 printable ASCII characters');
     }

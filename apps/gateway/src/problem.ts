@@ -1,15 +1,10 @@
 import { ArgumentsHost, Catch, HttpException, HttpStatus, Logger, type ExceptionFilter } from '@nestjs/common';
+import type { Problem } from '@agentrun/contracts';
 import { decodeUtf8 } from '@agentrun/contracts/validation';
 import type { NextFunction, Request, Response } from 'express';
 
-/** An RFC 9457 problem document: what went wrong, in words a person can act on. */
-export interface Problem {
-  type: string;
-  title: string;
-  status: number;
-  detail: string;
-  [extension: string]: unknown;
-}
+/** An RFC 9457 problem document; its shape is declared in the contracts. */
+export type { Problem };
 
 export class ProblemException extends HttpException {
   constructor(

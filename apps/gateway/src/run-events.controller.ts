@@ -1,5 +1,5 @@
 import { Controller, Get, Inject, Param, Query, Req, Res, UseGuards } from '@nestjs/common';
-import { isTerminal, type RunEvent } from '@agentrun/contracts';
+import { isTerminal, type RunEventEnvelope } from '@agentrun/contracts';
 import { contiguousPrefix, ReadModel } from '@agentrun/persistence';
 import { PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { Request, Response } from 'express';
@@ -18,7 +18,7 @@ function parseAfter(header: string | undefined, query: string | undefined): numb
   return Number(text);
 }
 
-function frame(event: RunEvent): string {
+function frame(event: RunEventEnvelope): string {
   return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
 }
 

@@ -1,8 +1,8 @@
 import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
 import { RUN_ID_PATTERN, RUN_KINDS, RUN_STATUSES } from '@agentrun/contracts';
 import { storageProblem } from '@agentrun/contracts/validation';
-import { CursorCodec, CursorError, ReadModel, type RunCursor, type RunSummary } from '@agentrun/persistence';
-import type { RunEvent } from '@agentrun/contracts';
+import { CursorCodec, CursorError, ReadModel, type RunCursor } from '@agentrun/persistence';
+import type { RunDetail, RunsPage } from '@agentrun/contracts';
 import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
 import { PLATFORM_CONFIG } from '@agentrun/runtime';
@@ -39,7 +39,7 @@ export class RunsController {
     @Query('model') model?: string,
     @Query('cursor') cursor?: string,
     @Query('limit') limitText?: string,
-  ): Promise<{ runs: RunSummary[]; next_cursor: string | null }> {
+  ): Promise<RunsPage> {
     for (const [name, value] of Object.entries({ kind, status, model, cursor, limit: limitText })) {
       if (value !== undefined && typeof value !== 'string') throw new ProblemException(400, 'bad query', `${name} may be given once`);
     }
@@ -77,7 +77,7 @@ export class RunsController {
   }
 
   @Get(':id')
-  async get(@CurrentOrg() org: string, @Param('id') id: string): Promise<RunSummary & { last_events: RunEvent[] }> {
+  async get(@CurrentOrg() org: string, @Param('id') id: string): Promise<RunDetail> {
     const run = await this.readModel.getRun(org, requireRunId(id));
     if (!run) throw new ProblemException(404, 'run not found', `no run '${id}' in org ${org}`);
     return { ...run, last_events: await this.readModel.lastEvents(org, id, this.config.RUN_LAST_EVENTS) };

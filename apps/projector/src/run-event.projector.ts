@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { TOPICS, type RunEvent } from '@agentrun/contracts';
+import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { readRunEvent } from '@agentrun/contracts/validation';
 import { dlqMessage, retryWhileActive, type BatchContext, type ConsumerHandle, type InboundMessage, type OutboundMessage } from '@agentrun/kafka';
 import { FaultPoints } from '@agentrun/config';
@@ -48,8 +48,8 @@ export class RunEventProjector implements OnApplicationBootstrap, OnModuleDestro
 
   private async applyBatch(messages: InboundMessage[], ctx: BatchContext): Promise<void> {
     if (messages.length === 0 || !ctx.isActive()) return;
-    const events: RunEvent[] = [];
-    const sources = new Map<RunEvent, InboundMessage>();
+    const events: RunEventEnvelope[] = [];
+    const sources = new Map<RunEventEnvelope, InboundMessage>();
     const poison: OutboundMessage[] = [];
     for (const message of messages) {
       const reading = readRunEvent(message.value);
@@ -81,7 +81,7 @@ export class RunEventProjector implements OnApplicationBootstrap, OnModuleDestro
    * store), applies the events one by one and dead-letters only those it refuses, so one bad event
    * cannot stall the partition. Anything else (Postgres down) is thrown and retried.
    */
-  private async apply(events: RunEvent[], sources: Map<RunEvent, InboundMessage>): Promise<void> {
+  private async apply(events: RunEventEnvelope[], sources: Map<RunEventEnvelope, InboundMessage>): Promise<void> {
     try {
       await applyRunEvents(this.db.dataSource, events);
       return;

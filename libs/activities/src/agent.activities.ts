@@ -60,7 +60,7 @@ function notServed(what: string): never {
  * and returns it with `duplicate: true`, spending nothing.
  */
 export function createAgentActivities(deps: AgentActivityDeps): AgentActivities {
-  const byName = new Map(deps.tools.map((t) => [t.name, t]));
+  const byName = new Map<string, Tool>(deps.tools.map((t) => [t.name, t]));
   const restore = deps.snapshots ? restoreSnapshotActivity({ workspaceRoot: deps.workspaceRoot, ...deps.snapshots }) : undefined;
 
   async function once<T extends { duplicate: boolean }>(key: string, effect: string, reuseKey: string | undefined, run: (attempt: number) => Promise<T>): Promise<T> {

@@ -1,4 +1,4 @@
-import { TOPICS, type RunEvent } from '@agentrun/contracts';
+import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { ApplicationFailure } from '@temporalio/common';
 import { noFaults, type FaultPoints } from '@agentrun/config';
 import type { KafkaBus } from '@agentrun/kafka';
@@ -19,7 +19,7 @@ export interface PublishDeps {
 export function createPublishActivities(deps: PublishDeps): PublishActivities {
   const topic = deps.topicPrefix + TOPICS.runEvents;
   return {
-    async publishRunEvents(events: RunEvent[]) {
+    async publishRunEvents(events: RunEventEnvelope[]) {
       await deps.bus.send(
         topic,
         events.map((e) => ({ key: e.run_id, value: JSON.stringify(e), headers: { org: e.org, seq: String(e.seq), type: e.type } })),

@@ -1,3 +1,4 @@
+import { toolsOnLane, type ToolName } from '@agentrun/contracts';
 import { terms, requireString, type Tool } from './tools/common';
 import { fetchTool } from './tools/fetch';
 import { parseTool } from './tools/parse';
@@ -61,14 +62,19 @@ export const embedTool: Tool = {
   },
 };
 
-/** Served by the orchestrator's CPU lane. */
-export const CPU_TOOLS: Tool[] = [searchTool, parseTool, fetchTool];
-/** Served by the GPU worker's lane; today CPU algorithms that a GPU model can replace behind the same name. */
-export const GPU_TOOLS: Tool[] = [embedTool, visionTool, rerankTool];
+/** Each tool of the contracts' catalogue, by name: the lane that serves it is the catalogue's. */
+const TOOLS_BY_NAME: Readonly<Record<ToolName, Tool>> = {
+  search: searchTool,
+  parse: parseTool,
+  fetch: fetchTool,
+  embed: embedTool,
+  vision: visionTool,
+  rerank: rerankTool,
+};
 
-export type ToolLane = 'cpu' | 'gpu';
-/** Which lane serves each tool, by tool name. */
-export const TOOL_LANES: Record<string, ToolLane> = Object.fromEntries([
-  ...CPU_TOOLS.map((t) => [t.name, 'cpu'] as const),
-  ...GPU_TOOLS.map((t) => [t.name, 'gpu'] as const),
-]);
+/** Served by the orchestrator's CPU lane. */
+export const CPU_TOOLS: Tool[] = toolsOnLane('cpu').map((name) => TOOLS_BY_NAME[name]);
+/** Served by the GPU worker's lane; today CPU algorithms that a GPU model can replace behind the same name. */
+export const GPU_TOOLS: Tool[] = toolsOnLane('gpu').map((name) => TOOLS_BY_NAME[name]);
+
+export { TOOL_LANES, type ToolLane } from '@agentrun/contracts';

@@ -1,6 +1,8 @@
-import type { AgentPolicy, RunKind, Tier } from './commands';
+import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox';
+import { type AgentPolicy, type RunKind, type Tier } from './commands';
 import { ORG_PATTERN, RUN_ID_PATTERN } from './names';
-import { AGENT_STATUSES, RUN_STATUSES, type AgentStatus, type RunStatus } from './statuses';
+import { Embedded, StringEnum } from './schema';
+import { AGENT_STATUSES, EVAL_STATUSES, RUN_STATUSES, type RunStatus } from './statuses';
 
 /** Event types are past tense; consumers ignore types they do not know. */
 export const RUN_EVENT_TYPES = [
@@ -18,58 +20,107 @@ export const RUN_EVENT_TYPES = [
 ] as const;
 export type RunEventType = (typeof RUN_EVENT_TYPES)[number];
 
-/** The whole per-kind state that an event carrying `payload.state` shows. */
-export type AgentRunState = {
-  status: AgentStatus;
-  goal: string;
-  step: number;
-  max_steps: number;
-  policy: AgentPolicy;
-  tier: Tier;
-  owner?: string;
-  reason?: string;
-  message?: string;
-  parent_run_id?: string;
-  /** For a fork: the snapshot of `parent_run_id` it started from. */
-  forked_from_snapshot?: string;
-  /** The current execution's history length, and the length at which it continues as new. */
-  history_length?: number;
-  history_max_events?: number;
-};
+export function isRunEventType(type: string): type is RunEventType {
+  return (RUN_EVENT_TYPES as readonly string[]).includes(type);
+}
+
+/** The whole state of an agent run, carried by every agent event as `payload.state`. */
+export const AGENT_STATE_SCHEMA = Type.Object(
+  {
+    status: StringEnum(AGENT_STATUSES),
+    goal: Type.String(),
+    step: Type.Integer({ minimum: 0 }),
+    max_steps: Type.Integer({ minimum: 1 }),
+    // The wire takes any string here so a policy or tier added later does not dead-letter older readers.
+    policy: Type.Unsafe<AgentPolicy>({ type: 'string' }),
+    tier: Type.Unsafe<Tier>({ type: 'string' }),
+    owner: Type.Optional(Type.String()),
+    reason: Type.Optional(Type.String()),
+    message: Type.Optional(Type.String()),
+    parent_run_id: Type.Optional(Type.String()),
+    /** For a fork: the snapshot of `parent_run_id` it started from. */
+    forked_from_snapshot: Type.Optional(Type.String()),
+    /** The current execution's history length, and the length at which it continues as new. */
+    history_length: Type.Optional(Type.Integer({ minimum: 0 })),
+    history_max_events: Type.Optional(Type.Integer({ minimum: 1 })),
+  },
+  { $id: 'https://agentrun.dev/schemas/agent-state.v1.json', title: 'AgentRunState' },
+);
+export type AgentRunState = Static<typeof AGENT_STATE_SCHEMA>;
+
+export const CASE_STATUSES = ['pending', 'running', 'ok', 'failed', 'ungraded'] as const;
+export type CaseStatus = (typeof CASE_STATUSES)[number];
+export const CASE_ERROR_TYPES = ['agent_error', 'infra_error', 'model_key_budget', 'model_key_auth'] as const;
+export type CaseErrorType = (typeof CASE_ERROR_TYPES)[number];
+
+/** One case of an eval run as its state shows it. */
+export const CASE_VIEW_SCHEMA = Type.Object({
+  status: StringEnum(CASE_STATUSES),
+  score: Type.Optional(Type.Number()),
+  attempts: Type.Optional(Type.Integer({ minimum: 1 })),
+  error_type: Type.Optional(StringEnum(CASE_ERROR_TYPES)),
+});
+export type CaseView = Static<typeof CASE_VIEW_SCHEMA>;
+
+/** The whole state of an eval run, carried by every eval event as `payload.state`. */
+export const EVAL_STATE_SCHEMA = Type.Object(
+  {
+    status: StringEnum(EVAL_STATUSES),
+    model: Type.String(),
+    suite: Type.String(),
+    total: Type.Integer({ minimum: 0 }),
+    done: Type.Integer({ minimum: 0 }),
+    counts: Type.Object({ ok: Type.Integer({ minimum: 0 }), failed: Type.Integer({ minimum: 0 }), ungraded: Type.Integer({ minimum: 0 }) }),
+    /** Mean over graded cases (ok and failed); ungraded cases are left out. */
+    score: Type.Union([Type.Number(), Type.Null()]),
+    cases: Type.Record(Type.String(), CASE_VIEW_SCHEMA),
+    reviewers: Type.Array(Type.String()),
+    approved_by: Type.Optional(Type.String()),
+    parent_run_id: Type.Optional(Type.String()),
+    reason: Type.Optional(Type.String()),
+    message: Type.Optional(Type.String()),
+  },
+  { $id: 'https://agentrun.dev/schemas/eval-state.v1.json', title: 'EvalRunState' },
+);
+export type EvalRunState = Static<typeof EVAL_STATE_SCHEMA>;
 
 export const CAPTURE_STATUSES = ['ok', 'partial', 'failed', 'skipped'] as const;
 export type CaptureStatus = (typeof CAPTURE_STATUSES)[number];
 
 /**
- * One manifest row of a run's snapshot series, with the reference's field names. A row is usable
- * (gradable, forkable) when it has a `bundle_object_url`; `capture_status` is provenance, not a gate:
- * `partial` means the archive landed but the trajectory or env read degraded.
+ * One manifest row of a run's snapshot series. A row is usable (gradable, forkable) when it has a
+ * `bundle_object_url`; `capture_status` is provenance, not a gate: `partial` means the archive
+ * landed but the trajectory or env read degraded.
  */
-export interface SnapshotRow {
-  snapshot_id: string;
-  /** 1-based; only on rows taken at a turn boundary. */
-  turn?: number;
-  /** The workspace artifact and its version (the capture ordinal within the run). */
-  id?: string;
-  version?: number;
-  bundle_object_url?: string;
-  /** The archive's size in bytes, when it landed. */
-  bytes?: number;
-  source_agent_name: string;
-  source_context_id: string;
-  elapsed_s: number;
-  captured_at_utc: string;
-  is_final: boolean;
-  capture_status: CaptureStatus;
-  capture_reason?: string;
-  /** The run's events up to the capture, one JSON per line. */
-  trajectory_s3_uri?: string;
-  /** The agent's state a fork starts from (step, goal, context, recorded effects), and its step. */
-  env_universe_id?: string;
-  env_universe_version?: number;
-  /** The run's step when the capture began. */
-  step: number;
-}
+export const SNAPSHOT_ROW_SCHEMA = Type.Object(
+  {
+    snapshot_id: Type.String(),
+    /** 1-based; only on rows taken at a turn boundary. */
+    turn: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** The workspace artifact and its version (the capture ordinal within the run). */
+    id: Type.Optional(Type.String()),
+    version: Type.Optional(Type.Integer()),
+    bundle_object_url: Type.Optional(Type.String()),
+    /** The archive's size in bytes, when it landed. */
+    bytes: Type.Optional(Type.Integer({ minimum: 0 })),
+    source_agent_name: Type.String(),
+    source_context_id: Type.String(),
+    elapsed_s: Type.Number(),
+    captured_at_utc: Type.String(),
+    is_final: Type.Boolean(),
+    capture_status: StringEnum(CAPTURE_STATUSES),
+    capture_reason: Type.Optional(Type.String()),
+    /** The run's events up to the capture, one JSON per line. */
+    trajectory_s3_uri: Type.Optional(Type.String()),
+    /** The agent's state a fork starts from (step, goal, context, recorded effects), and its step. */
+    env_universe_id: Type.Optional(Type.String()),
+    env_universe_version: Type.Optional(Type.Integer()),
+    /** The run's step when the capture began. */
+    step: Type.Integer({ minimum: 0 }),
+  },
+  { $id: 'https://agentrun.dev/schemas/snapshot-row.v1.json', title: 'SnapshotRow' },
+);
+export type SnapshotRow = Static<typeof SNAPSHOT_ROW_SCHEMA>;
 
 /** Where a capture's objects live in the object store: one prefix per snapshot, so no capture overwrites another. */
 export function snapshotObjectKeys(org: string, runId: string, snapshotId: string): { archive: string; state: string; trajectory: string } {
@@ -77,64 +128,159 @@ export function snapshotObjectKeys(org: string, runId: string, snapshotId: strin
   return { archive: `${prefix}/workspace.tar.gz`, state: `${prefix}/state.json`, trajectory: `${prefix}/trajectory.jsonl` };
 }
 
+/** Set when a command caused the event, so a client can match its command to what it did. */
+const CommandId = () => Type.Optional(Type.String({ description: 'the command that caused the event' }));
+
+/**
+ * What each event type carries besides `payload.state`, built from what the workflows and
+ * activities emit. Fields are never removed from a type; new ones are optional.
+ */
+export const RUN_EVENT_FIELDS = {
+  run_started: Type.Object({
+    /** A fork names its source: the run, the snapshot and the step it resumes at. */
+    forked_from: Type.Optional(Type.Object({ run_id: Type.String(), snapshot_id: Type.String(), step: Type.Integer({ minimum: 0 }) })),
+    /** What a fork restored into its workspace. */
+    restored: Type.Optional(Type.Object({ files: Type.Integer({ minimum: 0 }), bytes: Type.Integer({ minimum: 0 }) })),
+  }),
+  step_completed: Type.Object({
+    step: Type.Integer({ minimum: 0 }),
+    kind: StringEnum(['tool', 'llm', 'research'] as const),
+    /** The tool call, for a `tool` step: this is where a tool call is reported (not `tool_called`). */
+    tool: Type.Optional(Type.String()),
+    lane: Type.Optional(Type.String()),
+    resumed_from_tick: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** Where the whole output is, when it was too large for the event (`output` is a preview). */
+    output_ref: Type.Optional(Type.String()),
+    attempt: Type.Integer({ minimum: 1 }),
+    /** True when served from the effect ledger: the effect had already happened. */
+    duplicate: Type.Boolean(),
+    output: Type.String({ maxLength: 2_000 }),
+  }),
+  tool_called: Type.Object(
+    { tool: Type.Optional(Type.String()), lane: Type.Optional(Type.String()) },
+    { description: 'Reserved: declared in version 1 and never emitted; a tool call is reported by `step_completed` (`tool`, `lane`).' },
+  ),
+  child_started: Type.Object({ step: Type.Integer({ minimum: 0 }), child_workflow_id: Type.String(), question: Type.String() }),
+  status_changed: Type.Object({
+    command_id: CommandId(),
+    /** Who approved an eval run (the move to `published`). */
+    reviewer: Type.Optional(Type.String()),
+  }),
+  context_injected: Type.Object({ command_id: Type.String(), text: Type.String() }),
+  goal_changed: Type.Object({ command_id: Type.String(), previous_goal: Type.String() }),
+  compensated: Type.Object({ name: Type.String() }),
+  snapshot_captured: Type.Object({ snapshot: Embedded(SNAPSHOT_ROW_SCHEMA) }),
+  case_finished: Type.Object({
+    case_id: Type.String(),
+    status: StringEnum(CASE_STATUSES),
+    score: Type.Optional(Type.Number()),
+    attempts: Type.Optional(Type.Integer({ minimum: 1 })),
+    error_type: Type.Optional(StringEnum(CASE_ERROR_TYPES)),
+  }),
+  run_finished: Type.Object({
+    /** The `llm` policy's final answer, when it gave one. */
+    answer: Type.Optional(Type.String({ maxLength: 4_000 })),
+  }),
+} satisfies Record<RunEventType, TObject>;
+
+/** Which kinds of run publish each event type. */
+export const RUN_EVENT_KINDS = {
+  run_started: ['agent', 'eval'],
+  step_completed: ['agent'],
+  tool_called: ['agent'],
+  child_started: ['agent'],
+  status_changed: ['agent', 'eval'],
+  context_injected: ['agent'],
+  goal_changed: ['agent'],
+  compensated: ['agent'],
+  snapshot_captured: ['agent'],
+  case_finished: ['eval'],
+  run_finished: ['agent', 'eval'],
+} as const satisfies Record<RunEventType, readonly RunKind[]>;
+
+/** One line per event type, for the documents generated from this catalogue. */
+export const RUN_EVENT_DESCRIPTIONS: Record<RunEventType, string> = {
+  run_started: 'The run began (a fork also names its source and what it restored).',
+  step_completed: 'An agent step finished: a tool call, a model call or a research child.',
+  tool_called: 'Reserved, never emitted: tool calls are reported by `step_completed`. Kept so the type stays known.',
+  child_started: 'A research child workflow started for this step.',
+  status_changed: 'The status moved (pause, resume, cancel requested, awaiting review, approved).',
+  context_injected: 'Text was added to the agent context by `agent.inject_context`.',
+  goal_changed: 'The goal changed by `agent.change_goal`; the new goal is in `state.goal`.',
+  compensated: 'A held resource was released while the run was being undone.',
+  snapshot_captured: 'One snapshot manifest row landed (or was skipped), in capture order.',
+  case_finished: 'One eval case finished: ok, failed or ungraded.',
+  run_finished: 'The run reached its last status for now (done, failed, cancelled, or an eval awaiting review or published).',
+};
+
+type StateOf<K extends RunKind> = K extends 'agent' ? AgentRunState : EvalRunState;
+type TypesOf<K extends RunKind> = { [T in RunEventType]: K extends (typeof RUN_EVENT_KINDS)[T][number] ? T : never }[RunEventType];
+
+interface RunEventOfKind<K extends RunKind, T extends RunEventType> {
+  run_id: string;
+  org: string;
+  kind: K;
+  /** 1, 2, 3, ... per run, with no gap. */
+  seq: number;
+  type: T;
+  ts: string;
+  payload: Static<(typeof RUN_EVENT_FIELDS)[T]> & { state: StateOf<K> };
+}
+
+/**
+ * A run event of a known type: a union discriminated on `type` (and on `kind`, which fixes the
+ * state's shape). What the topic carries is wider, see RunEventEnvelope: a reader ignores types it
+ * does not know rather than refusing them.
+ */
+export type RunEvent = { [K in RunKind]: { [T in TypesOf<K>]: RunEventOfKind<K, T> }[TypesOf<K>] }[RunKind];
+export type RunEventOf<T extends RunEventType> = Extract<RunEvent, { type: T }>;
+export type RunEventPayloadOf<T extends RunEventType> = RunEventOf<T>['payload'];
+
+/** A state as every reader may rely on: a known status, the rest open. */
 export interface RunState {
   status: RunStatus;
   [field: string]: unknown;
 }
 
-export interface RunEvent<S extends RunState = RunState> {
-  run_id: string;
-  org: string;
-  kind: RunKind;
-  seq: number;
-  type: RunEventType | string;
-  ts: string;
-  payload: { state?: S; [field: string]: unknown };
+/**
+ * Either kind's state with every field but `status` optional: what a reader may rely on before it
+ * has looked at the run's kind (the read model's `state` column, a dashboard row).
+ */
+export type RunStateView = { status: RunStatus } & Partial<Omit<AgentRunState, 'status'>> & Partial<Omit<EvalRunState, 'status'>>;
+
+/**
+ * The envelope every event on the topic satisfies. It is deliberately open (any `type`, any extra
+ * payload field), so a consumer built against this version reads events of later versions.
+ */
+export const RUN_EVENT_SCHEMA = Type.Object(
+  {
+    run_id: Type.String({ pattern: RUN_ID_PATTERN }),
+    org: Type.String({ pattern: ORG_PATTERN }),
+    kind: StringEnum(['agent', 'eval'] as const),
+    seq: Type.Integer({ minimum: 1, maximum: 2_147_483_647 }),
+    type: Type.Unsafe<RunEventType | (string & {})>({ type: 'string', pattern: '^[a-z][a-z_]{0,63}$' }),
+    ts: Type.String({ format: 'date-time' }),
+    payload: Type.Object({ state: Type.Optional(Type.Object({ status: StringEnum(RUN_STATUSES) })) }),
+  },
+  { $id: 'https://agentrun.dev/schemas/run-event.v1.json', title: 'RunEvent' },
+);
+export type RunEventEnvelope = Omit<Static<typeof RUN_EVENT_SCHEMA>, 'payload'> & {
+  payload: { state?: RunState; [field: string]: unknown };
+};
+
+/** The payload schema of each known type (its fields and the state of the kinds that publish it). */
+export const RUN_EVENT_PAYLOAD_SCHEMAS = {} as Record<RunEventType, TSchema>;
+for (const type of RUN_EVENT_TYPES) {
+  const kinds: readonly RunKind[] = RUN_EVENT_KINDS[type];
+  const states = kinds.map((kind) => Embedded(kind === 'agent' ? AGENT_STATE_SCHEMA : EVAL_STATE_SCHEMA));
+  const fields: TObject = RUN_EVENT_FIELDS[type];
+  RUN_EVENT_PAYLOAD_SCHEMAS[type] = Type.Object(
+    { ...fields.properties, state: states.length === 1 ? states[0] : Type.Union(states) },
+    { title: `${type} payload`, ...(fields.description ? { description: fields.description } : {}) },
+  );
 }
 
-export const AGENT_STATE_SCHEMA = {
-  $id: 'https://agentrun.dev/schemas/agent-state.v1.json',
-  title: 'AgentRunState',
-  type: 'object',
-  required: ['status', 'goal', 'step', 'max_steps', 'policy', 'tier'],
-  properties: {
-    status: { enum: AGENT_STATUSES },
-    goal: { type: 'string' },
-    step: { type: 'integer', minimum: 0 },
-    max_steps: { type: 'integer', minimum: 1 },
-    policy: { type: 'string' },
-    tier: { type: 'string' },
-    owner: { type: 'string' },
-    reason: { type: 'string' },
-    message: { type: 'string' },
-    parent_run_id: { type: 'string' },
-    forked_from_snapshot: { type: 'string' },
-    history_length: { type: 'integer', minimum: 0 },
-    history_max_events: { type: 'integer', minimum: 1 },
-  },
-} as const;
-
-export const RUN_EVENT_SCHEMA = {
-  $id: 'https://agentrun.dev/schemas/run-event.v1.json',
-  title: 'RunEvent',
-  type: 'object',
-  required: ['run_id', 'org', 'kind', 'seq', 'type', 'ts', 'payload'],
-  properties: {
-    run_id: { type: 'string', pattern: RUN_ID_PATTERN },
-    org: { type: 'string', pattern: ORG_PATTERN },
-    kind: { enum: ['agent', 'eval'] },
-    seq: { type: 'integer', minimum: 1, maximum: 2_147_483_647 },
-    type: { type: 'string', pattern: '^[a-z][a-z_]{0,63}$' },
-    ts: { type: 'string', format: 'date-time' },
-    payload: {
-      type: 'object',
-      properties: {
-        state: {
-          type: 'object',
-          required: ['status'],
-          properties: { status: { enum: RUN_STATUSES } },
-        },
-      },
-    },
-  },
-} as const;
+/** True when the event is of a known type; its payload is then typed by that type. */
+export function isKnownRunEvent(event: RunEventEnvelope): event is RunEventEnvelope & RunEvent {
+  return isRunEventType(event.type);
+}

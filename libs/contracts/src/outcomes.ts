@@ -1,4 +1,6 @@
+import { Type, type Static } from '@sinclair/typebox';
 import type { CommandType } from './commands';
+import { StringEnum } from './schema';
 
 export const OUTCOMES = ['accepted', 'duplicate', 'rejected'] as const;
 export type Outcome = (typeof OUTCOMES)[number];
@@ -22,60 +24,34 @@ export const REJECTION_REASONS = [
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
 
 /** One record per command on `agentrun.command-results.v1`. */
-export interface CommandOutcome {
-  command_id: string;
-  org: string;
-  run_id: string;
-  type: CommandType | string;
-  outcome: Outcome;
-  reason?: RejectionReason;
-  message?: string;
-  ts: string;
-}
-
-export const COMMAND_OUTCOME_SCHEMA = {
-  $id: 'https://agentrun.dev/schemas/command-outcome.v1.json',
-  title: 'CommandOutcome',
-  type: 'object',
-  required: ['command_id', 'org', 'run_id', 'type', 'outcome', 'ts'],
-  properties: {
-    command_id: { type: 'string' },
-    org: { type: 'string' },
-    run_id: { type: 'string' },
-    type: { type: 'string' },
-    outcome: { enum: OUTCOMES },
-    reason: { enum: REJECTION_REASONS },
-    message: { type: 'string' },
-    ts: { type: 'string', format: 'date-time' },
+export const COMMAND_OUTCOME_SCHEMA = Type.Object(
+  {
+    command_id: Type.String(),
+    org: Type.String(),
+    run_id: Type.String(),
+    // Any type is answered, an unknown one included (with `unknown_type`).
+    type: Type.Unsafe<CommandType | (string & {})>({ type: 'string' }),
+    outcome: StringEnum(OUTCOMES),
+    reason: Type.Optional(StringEnum(REJECTION_REASONS)),
+    message: Type.Optional(Type.String()),
+    ts: Type.String({ format: 'date-time' }),
   },
-} as const;
+  { $id: 'https://agentrun.dev/schemas/command-outcome.v1.json', title: 'CommandOutcome' },
+);
+export type CommandOutcome = Static<typeof COMMAND_OUTCOME_SCHEMA>;
 
 export const DLQ_REASONS = ['not_json', 'not_a_command', 'too_large', 'not_an_event'] as const;
 export type DlqReason = (typeof DLQ_REASONS)[number];
 
 /** What a DLQ holds: the original bytes and why they could not be read. */
-export interface DlqRecord {
-  reason: DlqReason;
-  detail: string;
-  original_base64: string;
-  source: { topic: string; partition: number; offset: string };
-  ts: string;
-}
-
-export const DLQ_RECORD_SCHEMA = {
-  $id: 'https://agentrun.dev/schemas/dlq-record.v1.json',
-  title: 'DlqRecord',
-  type: 'object',
-  required: ['reason', 'detail', 'original_base64', 'source', 'ts'],
-  properties: {
-    reason: { enum: DLQ_REASONS },
-    detail: { type: 'string' },
-    original_base64: { type: 'string' },
-    source: {
-      type: 'object',
-      required: ['topic', 'partition', 'offset'],
-      properties: { topic: { type: 'string' }, partition: { type: 'integer' }, offset: { type: 'string' } },
-    },
-    ts: { type: 'string', format: 'date-time' },
+export const DLQ_RECORD_SCHEMA = Type.Object(
+  {
+    reason: StringEnum(DLQ_REASONS),
+    detail: Type.String(),
+    original_base64: Type.String(),
+    source: Type.Object({ topic: Type.String(), partition: Type.Integer(), offset: Type.String() }),
+    ts: Type.String({ format: 'date-time' }),
   },
-} as const;
+  { $id: 'https://agentrun.dev/schemas/dlq-record.v1.json', title: 'DlqRecord' },
+);
+export type DlqRecord = Static<typeof DLQ_RECORD_SCHEMA>;

@@ -9,9 +9,10 @@ import {
   type Command,
   type CommandType,
 } from './commands';
-import { AGENT_STATE_SCHEMA, RUN_EVENT_SCHEMA, type RunEvent } from './events';
+import { AGENT_STATE_SCHEMA, isRunEventType, RUN_EVENT_PAYLOAD_SCHEMAS, RUN_EVENT_SCHEMA, type RunEventEnvelope, type RunEventType } from './events';
 import { COMMAND_ID_PATTERN, MAX_COMMAND_BYTES, MAX_JSON_DEPTH, ORG_PATTERN, RUN_ID_PATTERN } from './names';
 import type { DlqReason, RejectionReason } from './outcomes';
+import { RUN_STATE_RECORD_SCHEMA, type RunStateRecord } from './run-state';
 
 const ajv = new Ajv({ allErrors: true, strict: false });
 addFormats(ajv);
@@ -22,6 +23,10 @@ const payloads = Object.fromEntries(
 ) as Record<CommandType, ValidateFunction>;
 const runEvent = ajv.compile(RUN_EVENT_SCHEMA);
 const agentState = ajv.compile(AGENT_STATE_SCHEMA);
+const runStateRecord = ajv.compile(RUN_STATE_RECORD_SCHEMA);
+const eventPayloads = Object.fromEntries(
+  Object.entries(RUN_EVENT_PAYLOAD_SCHEMAS).map(([type, schema]) => [type, ajv.compile(schema)]),
+) as Record<RunEventType, ValidateFunction>;
 
 /** Ajv's errors as one sentence a person can act on, e.g. `payload.goal must NOT have more than 500 characters`. */
 export function describeErrors(errors: ErrorObject[] | null | undefined, root = ''): string {
@@ -167,7 +172,11 @@ export function payloadProblem(type: CommandType, payload: unknown): string | un
   return undefined;
 }
 
-export type EventReading = { ok: true; event: RunEvent } | { ok: false; detail: string };
+/**
+ * Reads one event off the topic. Only the envelope is checked (and an agent's state): an unknown
+ * type or an extra field is read, not refused, so a newer producer never stalls an older reader.
+ */
+export type EventReading = { ok: true; event: RunEventEnvelope } | { ok: false; detail: string };
 
 export function readRunEvent(value: Buffer | null | undefined): EventReading {
   if (!value) return { ok: false, detail: 'empty message value' };
@@ -182,9 +191,38 @@ export function readRunEvent(value: Buffer | null | undefined): EventReading {
   if (!runEvent(parsed)) return { ok: false, detail: describeErrors(runEvent.errors) };
   const unstorable = storageProblem(parsed);
   if (unstorable) return { ok: false, detail: unstorable };
-  const event = parsed as RunEvent;
+  const event = parsed as RunEventEnvelope;
   if (event.kind === 'agent' && event.payload.state && !agentState(event.payload.state)) {
     return { ok: false, detail: describeErrors(agentState.errors, 'payload.state.') };
   }
   return { ok: true, event };
 }
+
+/**
+ * The stricter check of a known type's payload against its catalogue schema, or undefined when it
+ * fits (or the type is not known). Not applied on the topic: it is for producers and their tests.
+ */
+export function runEventPayloadProblem(event: Pick<RunEventEnvelope, 'type' | 'payload'>): string | undefined {
+  if (!isRunEventType(event.type)) return undefined;
+  const check = eventPayloads[event.type];
+  return check(event.payload) ? undefined : describeErrors(check.errors, 'payload.');
+}
+
+export type RunStateReading = { ok: true; record: RunStateRecord } | { ok: false; detail: string };
+
+/** Reads one record of `agentrun.run-state.v1`. Never throws. */
+export function readRunStateRecord(value: Uint8Array | null | undefined): RunStateReading {
+  if (!value || value.length === 0) return { ok: false, detail: 'empty message value' };
+  const text = decodeUtf8(value);
+  if (text === undefined) return { ok: false, detail: 'not UTF-8' };
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    return { ok: false, detail: `not JSON: ${(err as Error).message}` };
+  }
+  if (!runStateRecord(parsed)) return { ok: false, detail: describeErrors(runStateRecord.errors) };
+  return { ok: true, record: parsed as RunStateRecord };
+}
+
+export { buildCommand, CommandBuildError, type BuiltCommand, type CommandParts } from './builder';

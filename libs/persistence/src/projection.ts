@@ -1,4 +1,4 @@
-import { CAPTURE_STATUSES, type RunEvent, type SnapshotRow } from '@agentrun/contracts';
+import { CAPTURE_STATUSES, type RunEventEnvelope, type SnapshotRow } from '@agentrun/contracts';
 import type { DataSource, EntityManager } from 'typeorm';
 
 /** The channel the projector NOTIFYs once per committed batch; the gateway LISTENs on it. */
@@ -25,7 +25,7 @@ export interface ApplyResult {
  * already stored inserts nothing, and a run's row changes only when a newer seq with a state arrives,
  * so replays and out-of-order duplicates change nothing.
  */
-export async function applyRunEvents(dataSource: DataSource, events: RunEvent[]): Promise<ApplyResult> {
+export async function applyRunEvents(dataSource: DataSource, events: RunEventEnvelope[]): Promise<ApplyResult> {
   if (events.length === 0) return { inserted: 0, touched: [] };
   return dataSource.transaction(async (tx) => {
     const inserted = await insertEvents(tx, events);
@@ -38,7 +38,7 @@ export async function applyRunEvents(dataSource: DataSource, events: RunEvent[])
   });
 }
 
-async function insertEvents(tx: EntityManager, events: RunEvent[]): Promise<RunTouch[]> {
+async function insertEvents(tx: EntityManager, events: RunEventEnvelope[]): Promise<RunTouch[]> {
   const rows: RunTouch[] = await tx.query(
     `INSERT INTO run_events (org, run_id, seq, type, ts, event)
      SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::jsonb[])
@@ -57,8 +57,8 @@ async function insertEvents(tx: EntityManager, events: RunEvent[]): Promise<RunT
 }
 
 /** One upsert per run, from the newest event in the batch that carries a state. */
-async function upsertRuns(tx: EntityManager, events: RunEvent[]): Promise<void> {
-  const newest = new Map<string, { withState?: RunEvent; lastSeq: number; firstSeq: number; first: RunEvent }>();
+async function upsertRuns(tx: EntityManager, events: RunEventEnvelope[]): Promise<void> {
+  const newest = new Map<string, { withState?: RunEventEnvelope; lastSeq: number; firstSeq: number; first: RunEventEnvelope }>();
   for (const event of events) {
     const key = `${event.org}\u0000${event.run_id}`;
     const entry = newest.get(key) ?? { lastSeq: 0, firstSeq: Number.MAX_SAFE_INTEGER, first: event };
@@ -109,7 +109,7 @@ async function upsertRuns(tx: EntityManager, events: RunEvent[]): Promise<void> 
 }
 
 /** Manifest rows from `snapshot_captured` events; a replay inserts nothing. */
-async function insertSnapshots(tx: EntityManager, events: RunEvent[]): Promise<void> {
+async function insertSnapshots(tx: EntityManager, events: RunEventEnvelope[]): Promise<void> {
   const rows = events.flatMap((e) => {
     const row = e.type === 'snapshot_captured' ? (e.payload.snapshot as Partial<SnapshotRow> | undefined) : undefined;
     // A row the manifest cannot hold is left out of it; its event is still stored, never dead-lettered for it.

@@ -1,18 +1,9 @@
-import type { RunEvent, SnapshotRow } from '@agentrun/contracts';
+import type { RunEventEnvelope, RunKind, RunStateView, RunSummary, SnapshotRow } from '@agentrun/contracts';
 import type { DataSource } from 'typeorm';
 import type { RunCursor } from './cursor';
 
-export interface RunSummary {
-  run_id: string;
-  kind: string;
-  status: string;
-  model: string | null;
-  parent_run_id: string | null;
-  created_at: string;
-  updated_at: string;
-  last_seq: number;
-  state: Record<string, unknown>;
-}
+/** One run as the gateway lists it: the shape is the contracts' API shape. */
+export type { RunSummary };
 
 export interface RunFilters {
   kind?: string;
@@ -22,14 +13,14 @@ export interface RunFilters {
 
 interface RunRecord {
   run_id: string;
-  kind: string;
+  kind: RunKind;
   status: string;
   model: string | null;
   parent_run_id: string | null;
   created_at: Date;
   updated_at: Date;
   last_seq: number;
-  state: Record<string, unknown>;
+  state: RunStateView;
 }
 
 function toSummary(row: RunRecord): RunSummary {
@@ -82,8 +73,8 @@ export class ReadModel {
     return rows[0] ? toSummary(rows[0]) : undefined;
   }
 
-  async lastEvents(org: string, runId: string, count: number): Promise<RunEvent[]> {
-    const rows: { event: RunEvent }[] = await this.db.query(
+  async lastEvents(org: string, runId: string, count: number): Promise<RunEventEnvelope[]> {
+    const rows: { event: RunEventEnvelope }[] = await this.db.query(
       `SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq DESC LIMIT $3`,
       [org, runId, count],
     );
@@ -91,8 +82,8 @@ export class ReadModel {
   }
 
   /** Events after `seq`, in order, up to `limit`. Callers send only the contiguous prefix. */
-  async eventsAfter(org: string, runId: string, seq: number, limit: number): Promise<RunEvent[]> {
-    const rows: { event: RunEvent }[] = await this.db.query(
+  async eventsAfter(org: string, runId: string, seq: number, limit: number): Promise<RunEventEnvelope[]> {
+    const rows: { event: RunEventEnvelope }[] = await this.db.query(
       `SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`,
       [org, runId, seq, limit],
     );
@@ -117,8 +108,8 @@ export class ReadModel {
 }
 
 /** The longest run of seqs `after+1, after+2, ...` at the start of `events` (sorted by seq). */
-export function contiguousPrefix(events: RunEvent[], after: number): RunEvent[] {
-  const out: RunEvent[] = [];
+export function contiguousPrefix(events: RunEventEnvelope[], after: number): RunEventEnvelope[] {
+  const out: RunEventEnvelope[] = [];
   let expected = after + 1;
   for (const event of events) {
     if (event.seq < expected) continue;

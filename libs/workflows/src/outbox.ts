@@ -1,5 +1,5 @@
 import { CancellationScope, condition, proxyActivities } from '@temporalio/workflow';
-import type { RunEvent, RunEventType, RunKind, RunState } from '@agentrun/contracts';
+import type { RunEvent, RunEventEnvelope, RunEventType, RunKind, RunState } from '@agentrun/contracts';
 import type { PublishActivities } from './agent-run.types';
 import { FOREVER } from './retry-policies';
 
@@ -24,7 +24,8 @@ export interface Outbox {
  */
 export function openOutbox(options: { org: string; run_id: string; kind: RunKind; lane: string; firstSeq: number; state: () => RunState }): Outbox {
   const publisher = proxyActivities<PublishActivities>({ taskQueue: options.lane, startToCloseTimeout: '30s', retry: FOREVER });
-  const queue: RunEvent[] = [];
+  // Built as the open envelope: `emit` is not yet typed per event type at its call sites.
+  const queue: RunEventEnvelope[] = [];
   let seq = options.firstSeq;
   let closing = false;
   const publishing = CancellationScope.nonCancellable(async () => {
@@ -32,7 +33,7 @@ export function openOutbox(options: { org: string; run_id: string; kind: RunKind
       await condition(() => queue.length > 0 || closing);
       if (queue.length === 0) return;
       const batch = queue.slice(0, PUBLISH_BATCH);
-      await publisher.publishRunEvents(batch);
+      await publisher.publishRunEvents(batch as RunEvent[]);
       queue.splice(0, batch.length);
     }
   });

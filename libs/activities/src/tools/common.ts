@@ -1,5 +1,6 @@
 import { open, readFile, realpath, stat } from 'node:fs/promises';
 import { relative, resolve, sep } from 'node:path';
+import type { ToolName } from '@agentrun/contracts';
 import type { Workspace } from '../workspace';
 
 export class BadArguments extends Error {
@@ -14,7 +15,7 @@ export interface ToolContext {
 }
 
 export interface Tool {
-  readonly name: string;
+  readonly name: ToolName;
   run(args: Record<string, string | number>, ctx: ToolContext): Promise<string>;
 }
 

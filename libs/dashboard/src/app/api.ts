@@ -73,30 +73,8 @@ export function errorText(err: unknown): string {
   return String(err);
 }
 
-/** What a command route answers with 202. */
-export interface Accepted {
-  command_id: string;
-  run_id: string;
-  outcome: 'accepted' | 'duplicate' | 'rejected';
-  message?: string;
-}
-
-export interface RunSummary {
-  run_id: string;
-  kind: 'agent' | 'eval' | string;
-  status: string;
-  model: string | null;
-  parent_run_id: string | null;
-  created_at: string;
-  updated_at: string;
-  last_seq: number;
-  state: Record<string, unknown> & { status?: string };
-}
-
-export interface RunsPage {
-  runs: RunSummary[];
-  next_cursor: string | null;
-}
+/** What the gateway answers with: declared once in the contracts, shared with the gateway. */
+export type { CommandAccepted as Accepted, RunSummary, RunsPage } from '@agentrun/contracts';
 
 export const runPath = (runId: string, rest = ''): string => `/runs/${encodeURIComponent(runId)}${rest}`;
 

@@ -1,4 +1,4 @@
-import type { RunEvent } from '@agentrun/contracts';
+import type { RunEvent, RunStateView } from '@agentrun/contracts';
 import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ApiError, errorText, getJson, runPath, type RunSummary } from './api';
 import { BarChart, PALETTE } from './charts';
@@ -89,11 +89,11 @@ export function RunPage({ runId }: { runId: string }) {
   }
 
   const events = log.events();
-  const state = (log.latestState() ?? summary?.state) as (Record<string, unknown> & { status?: string }) | undefined;
+  const state: RunStateView | undefined = log.latestState() ?? summary?.state;
   const status = state?.status ?? summary?.status;
   const kind = summary?.kind ?? events[0]?.kind;
-  const parent = typeof state?.parent_run_id === 'string' ? state.parent_run_id : summary?.parent_run_id;
-  const forkedFrom = typeof state?.forked_from_snapshot === 'string' ? state.forked_from_snapshot : undefined;
+  const parent = state?.parent_run_id ?? summary?.parent_run_id;
+  const forkedFrom = state?.forked_from_snapshot;
   const evalView = kind === 'eval' ? evalSummary(state) : undefined;
 
   return (
@@ -122,12 +122,12 @@ export function RunPage({ runId }: { runId: string }) {
               </dd>
             </div>
           )}
-          {typeof state?.reason === 'string' && (
+          {state?.reason !== undefined && (
             <div>
               <dt>Reason</dt>
               <dd>
                 {state.reason}
-                {typeof state.message === 'string' ? `: ${state.message}` : ''}
+                {state.message !== undefined ? `: ${state.message}` : ''}
               </dd>
             </div>
           )}
@@ -159,7 +159,7 @@ export function RunPage({ runId }: { runId: string }) {
   );
 }
 
-function AgentOverview({ state }: { state: Record<string, unknown> | undefined }) {
+function AgentOverview({ state }: { state: RunStateView | undefined }) {
   const gauge = agentGauge(state);
   return (
     <section class="panel overview" aria-labelledby="overview-title">
@@ -192,10 +192,10 @@ function AgentOverview({ state }: { state: Record<string, unknown> | undefined }
               )}
             </dd>
           </div>
-          {typeof state?.policy === 'string' && (
+          {state?.policy !== undefined && (
             <div>
               <dt>Policy · tier</dt>
-              <dd>{`${state.policy} · ${String(state.tier ?? '')}`}</dd>
+              <dd>{`${state.policy} · ${state.tier ?? ''}`}</dd>
             </div>
           )}
         </dl>

@@ -1,4 +1,4 @@
-import { isTerminal, type RunEvent, type SnapshotRow } from '@agentrun/contracts';
+import { CASE_STATUSES, isTerminal, type CaseErrorType, type CaseStatus, type RunEvent, type RunEventOf, type RunStateView, type SnapshotRow } from '@agentrun/contracts';
 
 /**
  * What the run page knows of a run, derived from its events only, so a reload or a reconnect that
@@ -44,61 +44,62 @@ export class EventLog {
   }
 }
 
-const str = (value: unknown): string | undefined => (typeof value === 'string' && value !== '' ? value : undefined);
-const num = (value: unknown): number | undefined => (typeof value === 'number' && Number.isFinite(value) ? value : undefined);
-
 /** A step that ran no tool has no lane of its own: name it by what it was. */
-export function laneOf(payload: RunEvent['payload']): string {
-  return str(payload.lane) ?? (payload.kind === 'llm' ? 'model' : payload.kind === 'research' ? 'research child' : String(payload.kind ?? 'other'));
+export function laneOf(payload: RunEventOf<'step_completed'>['payload']): string {
+  return payload.lane || (payload.kind === 'llm' ? 'model' : payload.kind === 'research' ? 'research child' : String(payload.kind ?? 'other'));
 }
 
-/** One line a person can read for each event type; unknown types still show their type. */
+/**
+ * One line a person can read for each event type; unknown types still show their type. Events
+ * written before a field existed lack it, hence the fallbacks.
+ */
 export function describeEvent(event: RunEvent): string {
-  const p = event.payload ?? {};
-  const status = p.state?.status;
+  const status = event.payload.state?.status;
   switch (event.type) {
     case 'run_started':
       return `run started (${status ?? 'running'})`;
     case 'step_completed': {
-      const what = p.tool ? `${String(p.tool)} on ${laneOf(p)}` : p.kind === 'llm' ? 'model call' : p.kind === 'research' ? 'research child finished' : String(p.kind ?? 'step');
-      const parts = [`step ${num(p.step) ?? '?'}`, what];
-      const attempt = num(p.attempt);
-      if (attempt && attempt > 1) parts.push(`attempt ${attempt}`);
+      const p = event.payload;
+      const what = p.tool ? `${p.tool} on ${laneOf(p)}` : p.kind === 'llm' ? 'model call' : p.kind === 'research' ? 'research child finished' : String(p.kind ?? 'step');
+      const parts = [`step ${p.step ?? '?'}`, what];
+      if (p.attempt > 1) parts.push(`attempt ${p.attempt}`);
       if (p.duplicate) parts.push('duplicate (served from the ledger)');
-      if (num(p.resumed_from_tick)) parts.push(`resumed from tick ${num(p.resumed_from_tick)}`);
+      if (p.resumed_from_tick) parts.push(`resumed from tick ${p.resumed_from_tick}`);
       return parts.join(' · ');
     }
     case 'tool_called':
-      return `tool ${str(p.tool) ?? '?'} called${p.lane ? ` on ${String(p.lane)}` : ''}`;
+      return `tool ${event.payload.tool || '?'} called${event.payload.lane ? ` on ${event.payload.lane}` : ''}`;
     case 'child_started':
-      return `child started: ${str(p.child_workflow_id) ?? '?'}${p.question ? ` (${String(p.question)})` : ''}`;
+      return `child started: ${event.payload.child_workflow_id || '?'}${event.payload.question ? ` (${event.payload.question})` : ''}`;
     case 'status_changed':
-      return `status: ${status ?? '?'}${p.reviewer ? ` by ${String(p.reviewer)}` : ''}`;
+      return `status: ${status ?? '?'}${event.payload.reviewer ? ` by ${event.payload.reviewer}` : ''}`;
     case 'context_injected':
-      return `context injected: ${str(p.text) ?? ''}`;
+      return `context injected: ${event.payload.text ?? ''}`;
     case 'goal_changed':
-      return `goal changed to "${str(p.state?.goal) ?? '?'}" (was "${str(p.previous_goal) ?? '?'}")`;
+      return `goal changed to "${event.payload.state?.goal || '?'}" (was "${event.payload.previous_goal || '?'}")`;
     case 'compensated':
-      return `compensated: ${str(p.name) ?? '?'}`;
+      return `compensated: ${event.payload.name || '?'}`;
     case 'snapshot_captured': {
       const row = snapshotOf(event);
       return row ? `snapshot ${row.snapshot_id} captured (${row.capture_status}${row.is_final ? ', final' : ''})` : 'snapshot captured';
     }
-    case 'case_finished':
-      return `case ${str(p.case_id) ?? '?'}: ${str(p.status) ?? '?'}${num(p.score) !== undefined ? `, score ${num(p.score)}` : ''}${p.error_type ? ` (${String(p.error_type)})` : ''}`;
+    case 'case_finished': {
+      const p = event.payload;
+      return `case ${p.case_id || '?'}: ${p.status || '?'}${p.score !== undefined ? `, score ${p.score}` : ''}${p.error_type ? ` (${p.error_type})` : ''}`;
+    }
     case 'run_finished':
-      return `run finished: ${status ?? '?'}${p.state?.message ? ` (${String(p.state.message)})` : ''}`;
+      return `run finished: ${status ?? '?'}${event.payload.state?.message ? ` (${event.payload.state.message})` : ''}`;
     default:
-      return event.type.replace(/_/g, ' ');
+      return (event as { type: string }).type.replace(/_/g, ' ');
   }
 }
 
 /** A row of a run's snapshot series, as GET /runs/{id}/snapshots and `snapshot_captured` carry it. */
 export type { SnapshotRow };
 
-export function snapshotOf(event: RunEvent): SnapshotRow | undefined {
-  const row = event.payload?.snapshot as SnapshotRow | undefined;
-  return row && typeof row === 'object' && typeof row.snapshot_id === 'string' ? row : undefined;
+export function snapshotOf(event: RunEventOf<'snapshot_captured'>): SnapshotRow | undefined {
+  const row = event.payload.snapshot as SnapshotRow | undefined;
+  return row?.snapshot_id ? row : undefined;
 }
 
 /** Rows from the API and from events, one per snapshot id (the API's row wins), in capture order. */
@@ -133,7 +134,7 @@ export function stepDurations(events: RunEvent[]): StepDuration[] {
   for (const event of events) {
     const at = Date.parse(event.ts);
     if (Number.isNaN(at)) continue;
-    const status = event.payload?.state?.status;
+    const status = event.payload.state?.status;
     if (event.type === 'run_started') since = at;
     else if (event.type === 'status_changed' && status === 'paused') paused = true;
     else if (event.type === 'status_changed' && status === 'running' && paused) {
@@ -142,8 +143,7 @@ export function stepDurations(events: RunEvent[]): StepDuration[] {
     } else if (event.type === 'step_completed') {
       const p = event.payload;
       if (since !== undefined && !paused) {
-        const lane = laneOf(p);
-        out.push({ step: num(p.step) ?? out.length, lane, label: p.tool ? String(p.tool) : String(p.kind ?? 'step'), seconds: Math.max(0, (at - since) / 1000) });
+        out.push({ step: p.step ?? out.length, lane: laneOf(p), label: p.tool || String(p.kind ?? 'step'), seconds: Math.max(0, (at - since) / 1000) });
       }
       since = at;
     }
@@ -151,14 +151,14 @@ export function stepDurations(events: RunEvent[]): StepDuration[] {
   return out;
 }
 
-export type CaseStatus = 'pending' | 'running' | 'ok' | 'failed' | 'ungraded';
+export type { CaseStatus };
 
 export interface CaseCell {
   case_id: string;
   status: CaseStatus;
   score?: number;
   attempts?: number;
-  error_type?: string;
+  error_type?: CaseErrorType;
 }
 
 export interface EvalSummary {
@@ -173,30 +173,27 @@ export interface EvalSummary {
   cases: CaseCell[];
 }
 
-const CASE_STATUSES: readonly CaseStatus[] = ['pending', 'running', 'ok', 'failed', 'ungraded'];
-
 /** An eval run's cases in a stable order (case ids compared as people read numbers), from its state. */
-export function evalSummary(state: Record<string, unknown> | undefined): EvalSummary | undefined {
-  if (!state || typeof state.cases !== 'object' || state.cases === null) return undefined;
-  const cases = Object.entries(state.cases as Record<string, Record<string, unknown>>)
+export function evalSummary(state: RunStateView | undefined): EvalSummary | undefined {
+  if (!state?.cases) return undefined;
+  const cases = Object.entries(state.cases)
     .map(([case_id, view]): CaseCell => ({
       case_id,
-      status: CASE_STATUSES.includes(view?.status as CaseStatus) ? (view.status as CaseStatus) : 'pending',
-      ...(num(view?.score) !== undefined ? { score: num(view.score) } : {}),
-      ...(num(view?.attempts) !== undefined ? { attempts: num(view.attempts) } : {}),
-      ...(str(view?.error_type) ? { error_type: str(view.error_type) } : {}),
+      status: CASE_STATUSES.includes(view.status) ? view.status : 'pending',
+      ...(view.score !== undefined ? { score: view.score } : {}),
+      ...(view.attempts !== undefined ? { attempts: view.attempts } : {}),
+      ...(view.error_type ? { error_type: view.error_type } : {}),
     }))
     .sort((a, b) => a.case_id.localeCompare(b.case_id, undefined, { numeric: true }));
-  const counts = (state.counts ?? {}) as Record<string, unknown>;
   return {
-    model: str(state.model),
-    suite: str(state.suite),
-    total: num(state.total) ?? cases.length,
-    done: num(state.done) ?? cases.filter((c) => c.status === 'ok' || c.status === 'failed' || c.status === 'ungraded').length,
-    counts: { ok: num(counts.ok) ?? 0, failed: num(counts.failed) ?? 0, ungraded: num(counts.ungraded) ?? 0 },
-    score: num(state.score) ?? null,
-    reviewers: Array.isArray(state.reviewers) ? state.reviewers.filter((r): r is string => typeof r === 'string') : [],
-    ...(str(state.approved_by) ? { approved_by: str(state.approved_by) } : {}),
+    model: state.model || undefined,
+    suite: state.suite || undefined,
+    total: state.total ?? cases.length,
+    done: state.done ?? cases.filter((c) => c.status === 'ok' || c.status === 'failed' || c.status === 'ungraded').length,
+    counts: { ok: state.counts?.ok ?? 0, failed: state.counts?.failed ?? 0, ungraded: state.counts?.ungraded ?? 0 },
+    score: state.score ?? null,
+    reviewers: state.reviewers ?? [],
+    ...(state.approved_by ? { approved_by: state.approved_by } : {}),
     cases,
   };
 }
@@ -213,14 +210,14 @@ export interface AgentGauge {
  * An agent's goal and progress from its state. The history length is shown only when the state
  * carries it (`history_length`, with `history_max_events` as the budget when given).
  */
-export function agentGauge(state: Record<string, unknown> | undefined, defaultHistoryBudget = 2_000): AgentGauge | undefined {
-  if (!state || typeof state.goal !== 'string') return undefined;
-  const length = num(state.history_length);
+export function agentGauge(state: RunStateView | undefined, defaultHistoryBudget = 2_000): AgentGauge | undefined {
+  if (state?.goal === undefined) return undefined;
+  const length = state.history_length;
   return {
     goal: state.goal,
-    step: num(state.step) ?? 0,
-    max_steps: num(state.max_steps) ?? 0,
-    ...(length !== undefined ? { history: { length, budget: num(state.history_max_events) ?? defaultHistoryBudget } } : {}),
+    step: state.step ?? 0,
+    max_steps: state.max_steps ?? 0,
+    ...(length !== undefined ? { history: { length, budget: state.history_max_events ?? defaultHistoryBudget } } : {}),
   };
 }
 

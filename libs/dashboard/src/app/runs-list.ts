@@ -30,7 +30,7 @@ export function applyEvents(row: RunSummary, events: RunEvent[]): RunSummary {
       ...next,
       last_seq: event.seq,
       updated_at: event.ts,
-      ...(state ? { status: String(state.status), state: state as RunSummary['state'] } : {}),
+      ...(state ? { status: state.status, state } : {}),
     };
   }
   return next;
@@ -38,14 +38,14 @@ export function applyEvents(row: RunSummary, events: RunEvent[]): RunSummary {
 
 /** What a row's progress column says: steps for an agent, finished cases for an eval. */
 export function progressOf(run: RunSummary): string {
-  const s = run.state ?? {};
-  if (run.kind === 'eval') return typeof s.total === 'number' ? `${typeof s.done === 'number' ? s.done : 0}/${s.total} cases` : '';
-  return typeof s.max_steps === 'number' ? `step ${typeof s.step === 'number' ? s.step : 0}/${s.max_steps}` : '';
+  const s: Partial<RunSummary['state']> = run.state ?? {};
+  if (run.kind === 'eval') return s.total !== undefined ? `${s.done ?? 0}/${s.total} cases` : '';
+  return s.max_steps !== undefined ? `step ${s.step ?? 0}/${s.max_steps}` : '';
 }
 
 /** The line that says what a run is about: an agent's goal, an eval's model and suite. */
 export function subjectOf(run: RunSummary): string {
-  const s = run.state ?? {};
-  if (run.kind === 'eval') return [run.model ?? s.model, s.suite].filter((x) => typeof x === 'string' && x).join(' · ');
-  return typeof s.goal === 'string' ? s.goal : '';
+  const s: Partial<RunSummary['state']> = run.state ?? {};
+  if (run.kind === 'eval') return [run.model ?? s.model, s.suite].filter((x) => x).join(' · ');
+  return s.goal ?? '';
 }

@@ -1,0 +1,76 @@
+import { Type, type Static } from '@sinclair/typebox';
+import { RUN_KINDS } from './commands';
+import { RUN_EVENT_SCHEMA, SNAPSHOT_ROW_SCHEMA, type RunEventEnvelope, type RunStateView } from './events';
+import { OUTCOMES, REJECTION_REASONS } from './outcomes';
+import { AnyObject, Embedded, StringEnum } from './schema';
+
+/** Shapes the gateway answers with over HTTP, shared by the gateway, its OpenAPI document and the dashboard. */
+
+/** An RFC 9457 problem document: what went wrong, in words a person can act on. */
+export const PROBLEM_SCHEMA = Type.Object(
+  {
+    type: Type.String(),
+    title: Type.String(),
+    status: Type.Integer({ minimum: 400, maximum: 599 }),
+    detail: Type.String(),
+    /** A rejected command's reason, when a command was refused. */
+    reason: Type.Optional(StringEnum(REJECTION_REASONS)),
+  },
+  { $id: 'https://agentrun.dev/schemas/problem.v1.json', title: 'Problem', additionalProperties: true },
+);
+export type Problem = Static<typeof PROBLEM_SCHEMA> & { [extension: string]: unknown };
+
+/** What a command route answers with 202. */
+export const COMMAND_ACCEPTED_SCHEMA = Type.Object(
+  {
+    command_id: Type.String(),
+    run_id: Type.String(),
+    outcome: StringEnum(OUTCOMES),
+    message: Type.Optional(Type.String()),
+  },
+  { $id: 'https://agentrun.dev/schemas/command-accepted.v1.json', title: 'CommandAccepted' },
+);
+export type CommandAccepted = Static<typeof COMMAND_ACCEPTED_SCHEMA>;
+
+/** One run as the read model lists it. */
+export const RUN_SUMMARY_SCHEMA = Type.Object(
+  {
+    run_id: Type.String(),
+    kind: StringEnum(RUN_KINDS),
+    status: Type.String(),
+    model: Type.Union([Type.String(), Type.Null()]),
+    parent_run_id: Type.Union([Type.String(), Type.Null()]),
+    created_at: Type.String({ format: 'date-time' }),
+    updated_at: Type.String({ format: 'date-time' }),
+    last_seq: Type.Integer({ minimum: 0 }),
+    /** The state of the last event applied (`payload.state`). */
+    state: AnyObject<RunStateView>(),
+  },
+  { $id: 'https://agentrun.dev/schemas/run-summary.v1.json', title: 'RunSummary' },
+);
+export type RunSummary = Static<typeof RUN_SUMMARY_SCHEMA>;
+
+/** `GET /runs`: newest first; `next_cursor` is null on the last page. */
+export const RUNS_PAGE_SCHEMA = Type.Object(
+  { runs: Type.Array(Embedded(RUN_SUMMARY_SCHEMA)), next_cursor: Type.Union([Type.String(), Type.Null()]) },
+  { $id: 'https://agentrun.dev/schemas/runs-page.v1.json', title: 'RunsPage' },
+);
+export type RunsPage = Static<typeof RUNS_PAGE_SCHEMA>;
+
+/** `GET /runs/{id}`: the summary and the run's newest events, oldest first. */
+export const RUN_DETAIL_SCHEMA = Type.Object(
+  { ...RUN_SUMMARY_SCHEMA.properties, last_events: Type.Array(Type.Unsafe<RunEventEnvelope>(Embedded(RUN_EVENT_SCHEMA))) },
+  { $id: 'https://agentrun.dev/schemas/run-detail.v1.json', title: 'RunDetail' },
+);
+export type RunDetail = Static<typeof RUN_DETAIL_SCHEMA>;
+
+/** `GET /runs/{id}/snapshots`: the manifest in the order rows landed. */
+export const SNAPSHOT_LIST_SCHEMA = Type.Object(
+  { run_id: Type.String(), items: Type.Array(Embedded(SNAPSHOT_ROW_SCHEMA)) },
+  { $id: 'https://agentrun.dev/schemas/snapshot-list.v1.json', title: 'SnapshotList' },
+);
+export type SnapshotList = Static<typeof SNAPSHOT_LIST_SCHEMA>;
+
+/** `POST /session`: trades an API token for the session cookie (answers 204). */
+export const SESSION_REQUEST_SCHEMA = Type.Object({ token: Type.String() }, { additionalProperties: false, title: 'SessionRequest' });
+export type SessionRequest = Static<typeof SESSION_REQUEST_SCHEMA>;
