@@ -1,10 +1,30 @@
 import { COMMAND_ENVELOPE_SCHEMA, COMMAND_PAYLOAD_SCHEMAS, COMMAND_TYPES } from './commands';
-import { AGENT_STATE_SCHEMA, CAPTURE_STATUSES, RUN_EVENT_SCHEMA, RUN_EVENT_TYPES } from './events';
+import {
+  AGENT_STATE_SCHEMA,
+  CAPTURE_STATUSES,
+  EVAL_STATE_SCHEMA,
+  RUN_EVENT_DESCRIPTIONS,
+  RUN_EVENT_FIELDS,
+  RUN_EVENT_KINDS,
+  RUN_EVENT_SCHEMA,
+  RUN_EVENT_TYPES,
+} from './events';
 import { MAX_COMMAND_BYTES, MAX_JSON_DEPTH, SEARCH_ATTRIBUTES, TASK_QUEUES, TOPICS } from './names';
 import { COMMAND_OUTCOME_SCHEMA, DLQ_REASONS, DLQ_RECORD_SCHEMA, REJECTION_REASONS } from './outcomes';
+import { RUN_STATE_RECORD_SCHEMA } from './run-state';
 import { AGENT_STATUSES, EVAL_STATUSES, TERMINAL_STATUSES } from './statuses';
+import { TOOL_CATALOGUE, TOOL_NAMES } from './tools';
 
 const json = (value: unknown) => '```json\n' + JSON.stringify(value, null, 2) + '\n```';
+
+/**
+ * Every change to version 1, newest first. Each one is additive: a reader of an earlier state of
+ * this document keeps working.
+ */
+const CHANGE_LOG = [
+  `- Added the compacted topic \`${TOPICS.runState}\` (the run-state record, keyed \`{org}/{run_id}\`), the per-type run-event payload schemas, the eval state schema and the tool catalogue. Nothing on the existing topics changed; \`tool_called\` stays a known type, reserved and never emitted.`,
+  '- Version 1 as first published: commands, outcomes, DLQ records and run events.',
+];
 const list = (values: readonly string[]) => values.map((v) => `\`${v}\``).join(', ');
 
 /** docs/CONTRACTS.md, generated from the schemas so the two cannot drift (a unit test compares them). */
@@ -25,6 +45,11 @@ export function renderContractsDoc(): string {
     `| \`${TOPICS.commandsDlq}\` | commands that could not be read, with their bytes and reason |`,
     `| \`${TOPICS.runEvents}\` | run events, keyed by run id, seq 1, 2, 3, ... per run |`,
     `| \`${TOPICS.runEventsDlq}\` | run events the projector could not read |`,
+    `| \`${TOPICS.runState}\` | each run's latest state, keyed \`{org}/{run_id}\`, compacted; published by the projector after every commit |`,
+    '',
+    'Keys: commands, outcomes and run events are keyed by run id, so a run\'s records stay in order on one partition;',
+    `a DLQ record keeps the original key. Run events carry the headers \`org\`, \`seq\` and \`type\` (strings). The AsyncAPI`,
+    'document `docs/asyncapi.yaml`, generated from the same catalogue, describes every topic with its key, headers and messages.',
     '',
     `Task queues: ${list(Object.values(TASK_QUEUES))}. Search attributes: ${Object.entries(SEARCH_ATTRIBUTES)
       .map(([k, v]) => `\`${k}\` (${v})`)
@@ -65,15 +90,30 @@ export function renderContractsDoc(): string {
     '',
     `Known types: ${list(RUN_EVENT_TYPES)}.`,
     '',
+    'The envelope below is all a reader checks: an event of a type it does not know, or with fields it does not know, is',
+    'read and ignored, never dead-lettered. Every event carries the run\'s whole state as `payload.state`.',
+    '',
     json(RUN_EVENT_SCHEMA),
     '',
+    ...RUN_EVENT_TYPES.flatMap((type) => [
+      `### \`${type}\` payload`,
+      '',
+      `${RUN_EVENT_DESCRIPTIONS[type]} Published by ${RUN_EVENT_KINDS[type].join(' and ')} runs; besides \`state\` it carries:`,
+      '',
+      json(RUN_EVENT_FIELDS[type]),
+      '',
+    ]),
     '### Agent state (`payload.state` of an agent run)',
     '',
     json(AGENT_STATE_SCHEMA),
     '',
+    '### Eval state (`payload.state` of an eval run)',
+    '',
+    json(EVAL_STATE_SCHEMA),
+    '',
     '### Snapshot rows (`payload.snapshot` of `snapshot_captured`)',
     '',
-    'One row per capture (or skipped capture), published the moment it lands, in order. The reference\'s fields and names:',
+    'One row per capture (or skipped capture), published the moment it lands, in order. Its fields and names:',
     '`snapshot_id` (`snap-0001`, ... unique in the run), `turn` (1-based, turn-boundary rows only), `id` and `version` (the',
     'workspace artifact and the capture ordinal), `bundle_object_url`, `bytes`, `source_agent_name`, `source_context_id`',
     '(the run id), `elapsed_s`, `captured_at_utc`, `is_final`, `capture_status` (' + list(CAPTURE_STATUSES) + '),',
@@ -81,10 +121,41 @@ export function renderContractsDoc(): string {
     '`trajectory_s3_uri`, `env_universe_id` and `env_universe_version` (the fork state), and `step`. A row is usable',
     '(gradable, forkable) when it has a `bundle_object_url`; `partial` still has one.',
     '',
+    '## Run state',
+    '',
+    `One record per run on \`${TOPICS.runState}\`, keyed \`{org}/{run_id}\`. The projector publishes it after each commit`,
+    'for every run the commit touched: `seq`, `type` and `ts` are those of the last event applied, `state` is that event\'s',
+    '`payload.state`. The topic is compacted, so a reader that starts from the beginning gets every run\'s current state',
+    'without replaying its events.',
+    '',
+    json(RUN_STATE_RECORD_SCHEMA),
+    '',
+    '## Tools',
+    '',
+    'The tools an agent may run, the lane that serves each, and the arguments the model sends:',
+    '',
+    '| tool | lane | what it does | arguments |',
+    '| --- | --- | --- | --- |',
+    ...TOOL_NAMES.map((name) => {
+      const tool = TOOL_CATALOGUE[name];
+      const args = Object.entries(tool.args.properties).map(([arg, schema]) => `\`${arg}\` (${(schema as { type: string }).type}${(tool.args.required as readonly string[] | undefined)?.includes(arg) ? '' : ', optional'})`);
+      return `| \`${name}\` | ${tool.lane} | ${tool.description} | ${args.join(', ')} |`;
+    }),
+    '',
+    '## Publishing commands from another service',
+    '',
+    '`@agentrun/contracts` installs on its own (its dependencies are ajv, ajv-formats and TypeBox). Its `buildCommand(type,',
+    '{ org, run_id, command_id?, payload })` from `@agentrun/contracts/validation` returns `{ key, value, command }` for any',
+    'Kafka producer, and throws a `CommandBuildError` naming what is wrong before anything is sent.',
+    '',
     '## Statuses',
     '',
     `Agent: ${list(AGENT_STATUSES)}. Eval: ${list(EVAL_STATUSES)}. Terminal: ${list(TERMINAL_STATUSES)}.`,
     'Nothing leaves a terminal status, and nothing returns to `queued`.',
+    '',
+    '## Change log',
+    '',
+    ...CHANGE_LOG,
     '',
   ].join('\n');
 }
