@@ -7,7 +7,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { Client as PgClient } from 'pg';
-import type { RunEvent } from '@agentrun/contracts';
+import type { RunEventEnvelope } from '@agentrun/contracts';
 import { applyRunEvents, createDataSource, CursorCodec, ReadModel, RUN_EVENTS_CHANNEL } from '@agentrun/persistence';
 import { Platform } from '../support/platform';
 import { SseClient } from '../support/sse';
@@ -68,7 +68,7 @@ async function main(): Promise<void> {
 
     // 100 open streams; each round commits one event for every run in one transaction (one NOTIFY).
     const runs = Array.from({ length: 100 }, (_, i) => `live-${i}`);
-    const event = (runId: string, seq: number): RunEvent => ({
+    const event = (runId: string, seq: number): RunEventEnvelope => ({
       run_id: runId, org: 'org-live', kind: 'agent', seq, type: seq === 1 ? 'run_started' : 'step_completed', ts: new Date().toISOString(),
       payload: { state: { status: 'running', goal: 'g', step: seq, max_steps: 1000, policy: 'scripted', tier: 'batch' } },
     });

@@ -23,7 +23,7 @@
  *   npm run bench:projector
  */
 import { performance } from 'node:perf_hooks';
-import type { AgentRunState, RunEvent } from '@agentrun/contracts';
+import type { AgentRunState, RunEventEnvelope } from '@agentrun/contracts';
 import { applyRunEvents, createDataSource, migrate } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
 import { freshDatabase } from '../support/database';
@@ -51,7 +51,7 @@ function prng(seed: number): () => number {
 const TOOLS = ['web_search', 'read_file', 'write_file', 'run_python', 'fetch_url'];
 
 /** Event `seq` of a run, shaped as the agent workflow's outbox emits it: its extras plus the whole state. */
-function runEvent(org: string, runId: string, seq: number, baseMs: number): RunEvent {
+function runEvent(org: string, runId: string, seq: number, baseMs: number): RunEventEnvelope {
   const last = seq === SEQS;
   const step = seq - 1;
   const state: AgentRunState = {
@@ -88,14 +88,14 @@ function runEvent(org: string, runId: string, seq: number, baseMs: number): RunE
 }
 
 /** The bench's events as batches: runs spread over partitions, interleaved within each, cut per partition. */
-function buildBatches(org: string, runs: number, batchSize: number, seed: number): RunEvent[][] {
+function buildBatches(org: string, runs: number, batchSize: number, seed: number): RunEventEnvelope[][] {
   const random = prng(seed);
   const baseMs = Date.parse('2026-11-29T12:00:00.000Z');
-  const perPartition: RunEvent[][][] = Array.from({ length: PARTITIONS }, () => []);
+  const perPartition: RunEventEnvelope[][][] = Array.from({ length: PARTITIONS }, () => []);
   for (let p = 0; p < PARTITIONS; p++) {
     const active = Array.from({ length: runs }, (_, i) => i).filter((i) => i % PARTITIONS === p);
     const next = new Map(active.map((i) => [i, 1]));
-    const stream: RunEvent[] = [];
+    const stream: RunEventEnvelope[] = [];
     while (active.length > 0) {
       const pick = Math.floor(random() * active.length);
       const run = active[pick];
@@ -106,7 +106,7 @@ function buildBatches(org: string, runs: number, batchSize: number, seed: number
     }
     for (let i = 0; i < stream.length; i += batchSize) perPartition[p].push(stream.slice(i, i + batchSize));
   }
-  const batches: RunEvent[][] = [];
+  const batches: RunEventEnvelope[][] = [];
   for (let round = 0; perPartition.some((list) => round < list.length); round++) {
     for (const list of perPartition) if (round < list.length) batches.push(list[round]);
   }
@@ -114,7 +114,7 @@ function buildBatches(org: string, runs: number, batchSize: number, seed: number
 }
 
 /** The baseline: one transaction per event; insert it, read the run's max seq, then update or create the row. */
-async function applyNaively(dataSource: DataSource, event: RunEvent): Promise<void> {
+async function applyNaively(dataSource: DataSource, event: RunEventEnvelope): Promise<void> {
   await dataSource.transaction(async (tx) => {
     await tx.query('INSERT INTO run_events (org, run_id, seq, type, ts, event) VALUES ($1, $2, $3, $4, $5, $6)', [
       event.org,
@@ -149,7 +149,7 @@ interface Measured {
 }
 
 /** A fresh, migrated database; `work` runs once on a warm-up batch (then the tables are emptied) and once measured. */
-async function onFreshDatabase(label: string, work: (dataSource: DataSource, batches: RunEvent[][]) => Promise<number[]>, check: Check[]): Promise<Measured> {
+async function onFreshDatabase(label: string, work: (dataSource: DataSource, batches: RunEventEnvelope[][]) => Promise<number[]>, check: Check[]): Promise<Measured> {
   const db = await freshDatabase();
   const dataSource = createDataSource({ url: db.url, poolSize: 2, applicationName: `bench-projector-${label}` });
   try {

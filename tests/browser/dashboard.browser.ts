@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import type { RunEvent, RunStatus } from '@agentrun/contracts';
+import type { RunEventEnvelope, RunStatus } from '@agentrun/contracts';
 import { applyRunEvents, createDataSource } from '@agentrun/persistence';
 import type { Browser, Locator, Page } from 'playwright-core';
 import type { DataSource } from 'typeorm';
@@ -297,7 +297,7 @@ describe('the dashboard in Chromium', () => {
     await db.initialize();
     try {
       const base = Date.parse('2026-01-01T00:00:00.000Z');
-      const seeded = Array.from({ length: 40 }, (_, i): RunEvent => {
+      const seeded = Array.from({ length: 40 }, (_, i): RunEventEnvelope => {
         const kind = i % 2 ? 'eval' : 'agent';
         const status: RunStatus = kind === 'eval' ? (i % 4 === 1 ? 'published' : 'failed') : i % 4 === 0 ? 'done' : 'cancelled';
         const state = kind === 'eval' ? { status, model: `m-seed-${i % 3}`, suite: 'seeded', total: 4, done: 4 } : { status, goal: `seeded goal ${i}`, step: 2, max_steps: 2 };

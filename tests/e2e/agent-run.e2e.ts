@@ -1,5 +1,5 @@
 import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
-import { TOPICS, type RunEvent } from '@agentrun/contracts';
+import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { changeGoalUpdate } from '@agentrun/workflows';
 import { oneToN, scriptedRunShape, seqsOnTopic } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
@@ -18,14 +18,14 @@ describe('AgentRun on the real servers', () => {
     AGENTRUN_TOOL_HEARTBEAT_S: '2',
     AGENTRUN_GPU_SCHEDULE_TO_START_S: '4',
   });
-  let events: TopicRecord<RunEvent>[];
+  let events: TopicRecord<RunEventEnvelope>[];
   let connection: Connection;
   let client: Client;
   const org = 'acme';
 
   beforeAll(async () => {
     await platform.start();
-    events = await platform.follow<RunEvent>(TOPICS.runEvents);
+    events = await platform.follow<RunEventEnvelope>(TOPICS.runEvents);
     connection = await Connection.connect({ address: stackUrls().temporalAddress });
     client = new Client({ connection, namespace: stackUrls().namespace });
   });
@@ -39,7 +39,7 @@ describe('AgentRun on the real servers', () => {
   const leasesOf = async (runId: string) =>
     (await platform.query<{ idempotency_key: string }>('SELECT idempotency_key FROM gpu_leases WHERE org = $1 AND run_id = $2', [org, runId])).map((r) => r.idempotency_key);
   const runEvents = async (runId: string) =>
-    (await platform.query<{ event: RunEvent }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [org, runId])).map((r) => r.event);
+    (await platform.query<{ event: RunEventEnvelope }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [org, runId])).map((r) => r.event);
   const effectsOf = async (prefix: string) =>
     Number((await platform.query<{ n: string }>('SELECT count(*) AS n FROM effect_ledger WHERE starts_with(idempotency_key, $1)', [prefix]))[0].n);
 
@@ -156,7 +156,7 @@ describe('the llm policy against the local model server', () => {
     return runId;
   };
   const stepsOf = async (runId: string) =>
-    (await platform.query<{ event: RunEvent }>(`SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND type = 'step_completed' ORDER BY seq`, [org, runId])).map(
+    (await platform.query<{ event: RunEventEnvelope }>(`SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND type = 'step_completed' ORDER BY seq`, [org, runId])).map(
       (r) => r.event.payload as { kind: string; tool?: string; attempt: number; output: string },
     );
 

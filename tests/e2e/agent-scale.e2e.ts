@@ -1,5 +1,5 @@
 import { Client, Connection } from '@temporalio/client';
-import { TOPICS, type RunEvent } from '@agentrun/contracts';
+import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { oneToN, scriptedRunShape, seqsOnTopic } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
 import { stackUrls } from '../support/stack-env';
@@ -43,7 +43,7 @@ describe('AgentRun at scale', () => {
   it('a 200-step run crosses several executions with 13 research children', () =>
     withPlatform({ AGENTRUN_HISTORY_MAX_EVENTS: String(HISTORY_MAX_EVENTS) }, async (platform) => {
       const org = 'acme';
-      const events: TopicRecord<RunEvent>[] = await platform.follow<RunEvent>(TOPICS.runEvents);
+      const events: TopicRecord<RunEventEnvelope>[] = await platform.follow<RunEventEnvelope>(TOPICS.runEvents);
       const effectsOf = async (prefix: string) =>
         Number((await platform.query<{ n: string }>('SELECT count(*) AS n FROM effect_ledger WHERE starts_with(idempotency_key, $1)', [prefix]))[0].n);
       const runId = uniqueId('long');

@@ -1,6 +1,6 @@
 import { request } from 'node:http';
 import type { Producer } from 'kafkajs';
-import { MAX_COMMAND_BYTES, MAX_JSON_DEPTH, TOPICS, type CommandOutcome, type DlqRecord, type RunEvent } from '@agentrun/contracts';
+import { MAX_COMMAND_BYTES, MAX_JSON_DEPTH, TOPICS, type CommandOutcome, type DlqRecord, type RunEventEnvelope } from '@agentrun/contracts';
 import { oneToN, scriptedRunShape, seqsOnTopic } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
 import { waitFor } from '../support/wait';
@@ -80,7 +80,7 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
   const agentId = uniqueId('inflight-agent');
   const evalId = uniqueId('inflight-eval');
   const agentStart = { command_id: uniqueId('start'), type: 'agent.start', org, run_id: agentId, payload: { goal: 'keep working through the noise', max_steps: AGENT_STEPS } };
-  let events: TopicRecord<RunEvent>[];
+  let events: TopicRecord<RunEventEnvelope>[];
   let outcomes: TopicRecord<CommandOutcome>[];
   let dlq: TopicRecord<DlqRecord>[];
   let eventsDlq: TopicRecord<DlqRecord>[];
@@ -97,7 +97,7 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
   const raw = (method: string, path: string, headers: Record<string, string>, body?: Buffer | string) => rawHttp(platform.ports.gateway, method, path, headers, body);
   const json = { 'Content-Type': 'application/json' };
   const eventsOf = async (o: string, runId: string) =>
-    (await platform.query<{ event: RunEvent }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [o, runId])).map((r) => r.event);
+    (await platform.query<{ event: RunEventEnvelope }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [o, runId])).map((r) => r.event);
   const statusOf = async (o: string, runId: string) =>
     (await platform.query<{ status: string }>('SELECT status FROM runs WHERE org = $1 AND run_id = $2', [o, runId]))[0]?.status;
 
@@ -110,7 +110,7 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
 
   beforeAll(async () => {
     await platform.start();
-    events = await platform.follow<RunEvent>(TOPICS.runEvents);
+    events = await platform.follow<RunEventEnvelope>(TOPICS.runEvents);
     outcomes = await platform.follow<CommandOutcome>(TOPICS.commandResults);
     dlq = await platform.follow<DlqRecord>(TOPICS.commandsDlq);
     eventsDlq = await platform.follow<DlqRecord>(TOPICS.runEventsDlq);

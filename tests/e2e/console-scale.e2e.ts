@@ -1,10 +1,10 @@
-import type { RunEvent } from '@agentrun/contracts';
+import type { RunEventEnvelope } from '@agentrun/contracts';
 import { applyRunEvents, createDataSource } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
 import { Platform } from '../support/platform';
 import { stackUrls } from '../support/stack-env';
 
-function started(org: string, runId: string, ts: string): RunEvent {
+function started(org: string, runId: string, ts: string): RunEventEnvelope {
   return { run_id: runId, org, kind: 'eval', seq: 1, type: 'run_started', ts, payload: { state: { status: 'running', model: 'm' } } };
 }
 

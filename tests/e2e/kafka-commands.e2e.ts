@@ -1,4 +1,4 @@
-import { TOPICS, type CommandOutcome, type DlqRecord, type RunEvent } from '@agentrun/contracts';
+import { TOPICS, type CommandOutcome, type DlqRecord, type RunEventEnvelope } from '@agentrun/contracts';
 import { Client, Connection } from '@temporalio/client';
 import { statusQuery } from '@agentrun/workflows';
 import { stackUrls } from '../support/stack-env';
@@ -10,13 +10,13 @@ import { waitFor } from '../support/wait';
 describe('commands published to Kafka by an outside system', () => {
   // A short history budget, so a longer run crosses executions by continue-as-new.
   const platform = new Platform({ AGENTRUN_STEPS_PER_EXECUTION: '10' });
-  let events: TopicRecord<RunEvent>[];
+  let events: TopicRecord<RunEventEnvelope>[];
   let outcomes: TopicRecord<CommandOutcome>[];
   let dlq: TopicRecord<DlqRecord>[];
 
   beforeAll(async () => {
     await platform.start();
-    events = await platform.follow<RunEvent>(TOPICS.runEvents);
+    events = await platform.follow<RunEventEnvelope>(TOPICS.runEvents);
     outcomes = await platform.follow<CommandOutcome>(TOPICS.commandResults);
     dlq = await platform.follow<DlqRecord>(TOPICS.commandsDlq);
   });
@@ -192,7 +192,7 @@ describe('commands published to Kafka by an outside system', () => {
     await platform.waitForStatus(org, runId, 'paused');
     await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.cancel', org, run_id: runId, payload: {} });
     await platform.waitForStatus(org, runId, 'cancelled');
-    const statuses = (await platform.query<{ event: RunEvent }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [org, runId])).map(
+    const statuses = (await platform.query<{ event: RunEventEnvelope }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [org, runId])).map(
       (r) => r.event.payload.state?.status,
     );
     // A step in flight when a control arrives still completes, so a status may repeat; its changes may not.

@@ -1,11 +1,11 @@
-import type { RunEvent, RunStatus } from '@agentrun/contracts';
+import type { RunEventEnvelope, RunStatus } from '@agentrun/contracts';
 import { applyRunEvents, createDataSource, migrate, ReadModel, RUN_EVENTS_CHANNEL } from '@agentrun/persistence';
 import { Client } from 'pg';
 import type { DataSource } from 'typeorm';
 import { freshDatabase } from '../support/database';
 import { waitFor } from '../support/wait';
 
-function event(runId: string, seq: number, status?: RunStatus, ts = `2026-11-29T17:00:${String(seq).padStart(2, '0')}.000Z`): RunEvent {
+function event(runId: string, seq: number, status?: RunStatus, ts = `2026-11-29T17:00:${String(seq).padStart(2, '0')}.000Z`): RunEventEnvelope {
   return {
     run_id: runId,
     org: 'acme',
@@ -53,7 +53,7 @@ describe('the projection into Postgres', () => {
 
   it('writes the snapshot manifest from snapshot_captured events, once; a row the table cannot hold is left out, its event kept', async () => {
     const row = { snapshot_id: 'snap-0001', source_agent_name: 'AgentRun', source_context_id: 'm1', elapsed_s: 1, captured_at_utc: '2026-11-29T17:00:01.000Z', is_final: false, capture_status: 'ok', step: 1, version: 1, turn: 1 };
-    const captured = (seq: number, snapshot: Record<string, unknown>): RunEvent => ({ ...event('m1', seq), type: 'snapshot_captured', payload: { snapshot } });
+    const captured = (seq: number, snapshot: Record<string, unknown>): RunEventEnvelope => ({ ...event('m1', seq), type: 'snapshot_captured', payload: { snapshot } });
     const batch = [
       captured(1, row),
       captured(2, { ...row, snapshot_id: 'snap-0002', step: 1.5 }),

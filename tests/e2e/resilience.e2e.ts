@@ -1,6 +1,6 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { TOPICS, type RunEvent } from '@agentrun/contracts';
+import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { oneToN, scriptedRunShape, seqsOnTopic } from '../support/invariants';
 import { APPS, Platform, uniqueId, type TopicRecord } from '../support/platform';
 import { REPO_ROOT } from '../support/stack-env';
@@ -14,7 +14,7 @@ async function stepOf(platform: Platform, org: string, runId: string): Promise<n
 }
 
 /** After a fault: the run is done, and the topic and the read model hold exactly seqs 1..N. */
-async function expectComplete(platform: Platform, events: TopicRecord<RunEvent>[], org: string, runId: string, steps: number): Promise<void> {
+async function expectComplete(platform: Platform, events: TopicRecord<RunEventEnvelope>[], org: string, runId: string, steps: number): Promise<void> {
   await platform.waitForStatus(org, runId, 'done', 180_000);
   const shape = scriptedRunShape(steps);
   const n = shape.events;
@@ -39,11 +39,11 @@ async function expectComplete(platform: Platform, events: TopicRecord<RunEvent>[
 
 describe('runs survive their services and servers stopping mid-run', () => {
   const platform = new Platform();
-  let events: TopicRecord<RunEvent>[];
+  let events: TopicRecord<RunEventEnvelope>[];
 
   beforeAll(async () => {
     await platform.start();
-    events = await platform.follow<RunEvent>(TOPICS.runEvents);
+    events = await platform.follow<RunEventEnvelope>(TOPICS.runEvents);
   });
   afterAll(() => platform.stop());
 

@@ -2,7 +2,7 @@ import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, readFileSync, lstatSync, readlinkSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { snapshotObjectKeys, TOPICS, type CommandOutcome, type RunEvent, type SnapshotRow } from '@agentrun/contracts';
+import { snapshotObjectKeys, TOPICS, type CommandOutcome, type RunEventEnvelope, type SnapshotRow } from '@agentrun/contracts';
 import { statusQuery } from '@agentrun/workflows';
 import { oneToN } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
@@ -38,7 +38,7 @@ describe('snapshots and forks on the real servers', () => {
     expect(res.status).toBe(202);
   };
   const runEvents = async (runId: string) =>
-    (await platform.query<{ event: RunEvent }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [org, runId])).map((r) => r.event);
+    (await platform.query<{ event: RunEventEnvelope }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [org, runId])).map((r) => r.event);
   const rowsOf = async (runId: string): Promise<SnapshotRow[]> =>
     (await runEvents(runId)).filter((e) => e.type === 'snapshot_captured').map((e) => e.payload.snapshot as SnapshotRow);
   const finished = async (runId: string) => {

@@ -2,7 +2,7 @@ import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { isTerminal, TOPICS, type CommandOutcome, type RunEvent } from '@agentrun/contracts';
+import { isTerminal, TOPICS, type CommandOutcome, type RunEventEnvelope } from '@agentrun/contracts';
 import { oneToN, scriptedRunShape } from '../support/invariants';
 import { APPS, Platform, uniqueId, type TopicRecord } from '../support/platform';
 import { REPO_ROOT } from '../support/stack-env';
@@ -121,12 +121,12 @@ describe('faults: nothing is lost, nothing happens twice', () => {
     AGENTRUN_TOOL_START_TO_CLOSE_S: '8',
     EVAL_CASE_HEARTBEAT_S: '2',
   });
-  let events: TopicRecord<RunEvent>[];
+  let events: TopicRecord<RunEventEnvelope>[];
   let outcomes: TopicRecord<CommandOutcome>[];
 
   beforeAll(async () => {
     await platform.start();
-    events = await platform.follow<RunEvent>(TOPICS.runEvents);
+    events = await platform.follow<RunEventEnvelope>(TOPICS.runEvents);
     outcomes = await platform.follow<CommandOutcome>(TOPICS.commandResults);
   });
   afterAll(() => platform.stop());
@@ -202,13 +202,13 @@ describe('faults: nothing is lost, nothing happens twice', () => {
       }
       distinct += bySeq.size;
       expect([...bySeq.keys()].sort((a, b) => a - b)).toEqual(oneToN(n));
-      const stored = await platform.query<{ seq: number; event: RunEvent }>('SELECT seq, event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [ORG, runId]);
+      const stored = await platform.query<{ seq: number; event: RunEventEnvelope }>('SELECT seq, event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [ORG, runId]);
       expect(stored.map((r) => r.seq)).toEqual(oneToN(n));
       for (const r of stored) expect(r.event).toEqual(JSON.parse(bySeq.get(r.seq)!));
       // 2. Status never moved backwards: on the topic in seq order, and in the read model as watched.
       let terminal: string | undefined;
       for (const seq of oneToN(n)) {
-        const status = (JSON.parse(bySeq.get(seq)!) as RunEvent).payload.state?.status;
+        const status = (JSON.parse(bySeq.get(seq)!) as RunEventEnvelope).payload.state?.status;
         if (status === undefined) continue;
         if (terminal) expect(status).toBe(terminal);
         if (seq > 1) expect(status).not.toBe('queued');
@@ -234,7 +234,7 @@ describe('faults: nothing is lost, nothing happens twice', () => {
       effectRows += shape.effects + shape.research;
       expect(await platform.query('SELECT 1 FROM gpu_leases WHERE org = $1 AND run_id = $2', [ORG, runId])).toEqual([]);
       // The snapshot series survived too: every turn, then the final, each row once.
-      const rows = (await platform.query<{ event: RunEvent }>(`SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND type = 'snapshot_captured' ORDER BY seq`, [ORG, runId])).map(
+      const rows = (await platform.query<{ event: RunEventEnvelope }>(`SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND type = 'snapshot_captured' ORDER BY seq`, [ORG, runId])).map(
         (r) => r.event.payload.snapshot as { snapshot_id: string; turn?: number; is_final: boolean; bundle_object_url?: string },
       );
       expect(rows.filter((r) => r.turn !== undefined).map((r) => r.turn)).toEqual(oneToN(AGENT_STEPS));

@@ -1,9 +1,9 @@
 import { plan } from '@agentrun/workflows';
-import type { RunEvent } from '@agentrun/contracts';
+import type { RunEventEnvelope } from '@agentrun/contracts';
 import type { TopicRecord } from './platform';
 
 /** The distinct seqs of one run on a topic must be exactly 1..n (a retried publish may repeat one). */
-export function seqsOnTopic(records: TopicRecord<RunEvent>[], org: string, runId: string): number[] {
+export function seqsOnTopic(records: TopicRecord<RunEventEnvelope>[], org: string, runId: string): number[] {
   const bySeq = new Map<number, string>();
   for (const r of records) {
     if (r.value.org !== org || r.value.run_id !== runId) continue;
@@ -21,7 +21,7 @@ export function oneToN(n: number): number[] {
 }
 
 /** A run's events, on the topic, must all sit in one partition (keyed by run id). */
-export function partitionsOf(records: TopicRecord<RunEvent>[], org: string, runId: string): number[] {
+export function partitionsOf(records: TopicRecord<RunEventEnvelope>[], org: string, runId: string): number[] {
   return [...new Set(records.filter((r) => r.value.org === org && r.value.run_id === runId).map((r) => r.partition))];
 }
 

@@ -1,9 +1,9 @@
-import type { RunEvent } from '@agentrun/contracts';
+import type { RunEventEnvelope } from '@agentrun/contracts';
 import { CursorCodec, CursorError } from './cursor';
 import { parseRunTouches } from './projection';
 import { contiguousPrefix } from './read-model';
 
-const at = (seq: number) => ({ seq }) as RunEvent;
+const at = (seq: number) => ({ seq }) as RunEventEnvelope;
 
 describe('the contiguous prefix a stream may send', () => {
   it('sends seqs after the resume point up to the first gap', () => {
