@@ -24,6 +24,7 @@ export function plainSchema<T>(schema: T): T {
  * and a document embedding the same schema twice would otherwise name two resources alike.
  */
 export function Embedded<T extends TSchema>(schema: T): TUnsafe<Static<T>> {
-  const { $id: _id, ...rest } = plainSchema(schema) as Record<string, unknown>;
-  return Type.Unsafe<Static<T>>(rest);
+  const plain = plainSchema(schema) as Record<string, unknown>;
+  delete plain.$id;
+  return Type.Unsafe<Static<T>>(plain);
 }
