@@ -25,6 +25,8 @@ async function main() {
     jsx: 'automatic',
     jsxImportSource: 'preact',
     legalComments: 'none',
+    // The contracts' ES module source, so the schemas the page never uses are left out of the bundle.
+    alias: { '@agentrun/contracts': path.join(ROOT, 'libs/contracts/src/index.ts') },
     logLevel: 'warning',
   });
   await copyFile(path.join(APP, 'index.html'), path.join(OUT, 'index.html'));

@@ -24,9 +24,14 @@ const payloads = Object.fromEntries(
 const runEvent = ajv.compile(RUN_EVENT_SCHEMA);
 const agentState = ajv.compile(AGENT_STATE_SCHEMA);
 const runStateRecord = ajv.compile(RUN_STATE_RECORD_SCHEMA);
-const eventPayloads = Object.fromEntries(
-  Object.entries(RUN_EVENT_PAYLOAD_SCHEMAS).map(([type, schema]) => [type, ajv.compile(schema)]),
-) as Record<RunEventType, ValidateFunction>;
+// Compiled on first use: only producers and their tests check payloads per type.
+let eventPayloads: Record<RunEventType, ValidateFunction> | undefined;
+function eventPayloadCheck(type: RunEventType): ValidateFunction {
+  eventPayloads ??= Object.fromEntries(
+    Object.entries(RUN_EVENT_PAYLOAD_SCHEMAS).map(([name, schema]) => [name, ajv.compile(schema)]),
+  ) as Record<RunEventType, ValidateFunction>;
+  return eventPayloads[type];
+}
 
 /** Ajv's errors as one sentence a person can act on, e.g. `payload.goal must NOT have more than 500 characters`. */
 export function describeErrors(errors: ErrorObject[] | null | undefined, root = ''): string {
@@ -204,7 +209,7 @@ export function readRunEvent(value: Buffer | null | undefined): EventReading {
  */
 export function runEventPayloadProblem(event: Pick<RunEventEnvelope, 'type' | 'payload'>): string | undefined {
   if (!isRunEventType(event.type)) return undefined;
-  const check = eventPayloads[event.type];
+  const check = eventPayloadCheck(event.type);
   return check(event.payload) ? undefined : describeErrors(check.errors, 'payload.');
 }
 

@@ -1,4 +1,4 @@
-import { CASE_STATUSES, isTerminal, type CaseErrorType, type CaseStatus, type RunEvent, type RunEventOf, type RunStateView, type SnapshotRow } from '@agentrun/contracts';
+import { isTerminal, type CaseErrorType, type CaseStatus, type RunEvent, type RunEventOf, type RunStateView, type SnapshotRow } from '@agentrun/contracts';
 
 /**
  * What the run page knows of a run, derived from its events only, so a reload or a reconnect that
@@ -179,7 +179,7 @@ export function evalSummary(state: RunStateView | undefined): EvalSummary | unde
   const cases = Object.entries(state.cases)
     .map(([case_id, view]): CaseCell => ({
       case_id,
-      status: CASE_STATUSES.includes(view.status) ? view.status : 'pending',
+      status: view.status ?? 'pending',
       ...(view.score !== undefined ? { score: view.score } : {}),
       ...(view.attempts !== undefined ? { attempts: view.attempts } : {}),
       ...(view.error_type ? { error_type: view.error_type } : {}),
