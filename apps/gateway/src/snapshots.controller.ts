@@ -1,7 +1,7 @@
 import { Controller, Get, Inject, Param, Res, UseGuards } from '@nestjs/common';
 import { pipeline } from 'node:stream/promises';
 import { ObjectNotFound, type ObjectStore } from '@agentrun/archive';
-import { SNAPSHOT_ID_PATTERN, snapshotObjectKeys, type SnapshotRow } from '@agentrun/contracts';
+import { SNAPSHOT_ID_PATTERN, snapshotObjectKeys, type SnapshotList } from '@agentrun/contracts';
 import { ReadModel, SnapshotManifest } from '@agentrun/persistence';
 import type { Response } from 'express';
 import { CurrentOrg, OrgGuard } from './org';
@@ -25,7 +25,7 @@ export class SnapshotsController {
 
   /** The manifest in the order rows landed; each row as its `snapshot_captured` event published it. */
   @Get()
-  async list(@CurrentOrg() org: string, @Param('id') id: string): Promise<{ run_id: string; items: SnapshotRow[] }> {
+  async list(@CurrentOrg() org: string, @Param('id') id: string): Promise<SnapshotList> {
     await this.requireRun(org, id);
     return { run_id: id, items: (await this.manifest.list(org, id)).map((s) => s.row) };
   }

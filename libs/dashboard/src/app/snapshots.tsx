@@ -1,4 +1,4 @@
-import type { RunEvent } from '@agentrun/contracts';
+import type { RunEvent, SnapshotList } from '@agentrun/contracts';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, call, errorText, getJson, runPath } from './api';
 import { useCommand } from './controls';
@@ -24,7 +24,7 @@ export function Snapshots({ runId, events }: { runId: string; events: RunEvent[]
 
   useEffect(() => {
     const abort = new AbortController();
-    getJson<{ items: SnapshotRow[] }>(runPath(runId, '/snapshots'), abort.signal)
+    getJson<SnapshotList>(runPath(runId, '/snapshots'), abort.signal)
       .then((body) => {
         setFromApi(Array.isArray(body.items) ? body.items : []);
         setLoadError(undefined);
