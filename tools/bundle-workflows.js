@@ -8,6 +8,12 @@ async function main() {
   const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve('@agentrun/workflows'),
     logger: { info() {}, debug() {}, trace() {}, warn: console.warn, error: console.error, log() {} },
+    // The contracts' ES module source, so the schemas workflow code never uses stay out of the bundle.
+    webpackConfigHook: (config) => ({
+      ...config,
+      resolve: { ...config.resolve, alias: { ...config.resolve?.alias, '@agentrun/contracts$': path.resolve(__dirname, '../libs/contracts/src/index.ts') } },
+      optimization: { ...config.optimization, sideEffects: true, usedExports: true },
+    }),
   });
   await writeFile(out, code);
   console.log(`workflow bundle: ${path.relative(process.cwd(), out)} (${(code.length / 1024).toFixed(0)} KiB)`);
