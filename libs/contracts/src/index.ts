@@ -3,3 +3,4 @@ export * from './statuses';
 export * from './commands';
 export * from './outcomes';
 export * from './events';
+export * from './lanes';
