@@ -126,7 +126,7 @@ export class FakeRunDirectory implements RunDirectoryPort {
   }
 
   sent(): (RunSignal | RunUpdate)[] {
-    return this.calls.flatMap((c) => (c.method === 'signal' ? [c.signal] : c.method === 'update' ? [c.update] : []));
+    return this.calls.flatMap<RunSignal | RunUpdate>((c) => (c.method === 'signal' ? [c.signal] : c.method === 'update' ? [c.update] : []));
   }
 
   async start(request: StartRunRequest): Promise<void> {
