@@ -1,5 +1,5 @@
 export * from './errors';
-export * from './decision';
+export type { CommandDecision } from './decision';
 export * from './ports';
 export * from './command.service';
 export * from './handlers/command-handler';
