@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { createAgentActivities, createEvalActivities, GPU_TOOLS } from '@agentrun/activities';
-import { lanesFor } from '@agentrun/commands';
+import { lanesFor } from '@agentrun/contracts';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { GpuWorkerConfig } from './config';

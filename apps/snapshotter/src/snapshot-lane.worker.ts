@@ -1,7 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createSnapshotActivities } from '@agentrun/activities';
-import { lanesFor } from '@agentrun/commands';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
+import { lanesFor } from '@agentrun/contracts';
 import { Database, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { SnapshotterConfig } from './config';
 

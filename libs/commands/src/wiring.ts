@@ -4,7 +4,11 @@ import { TOPICS } from '@agentrun/contracts';
 import type { KafkaBus } from '@agentrun/kafka';
 import { CommandLedger, SnapshotManifest } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
-import { CommandService, type AgentDefaults, type EvalDefaults } from './command.service';
+import { KafkaOutcomePublisher } from './adapters/kafka-outcome-publisher';
+import { TemporalRunDirectory } from './adapters/temporal-run-directory';
+import { CommandService } from './command.service';
+import type { AgentDefaults, EvalDefaults } from './handlers/run-starter';
+import type { CommandLedgerPort, SnapshotLookupPort } from './ports';
 
 export interface CommandServiceWiring {
   /** Read when a command is handled, so the client may connect after the service is built. */
@@ -19,17 +23,17 @@ export interface CommandServiceWiring {
 
 /** The command service as every entry point (Kafka consumer, HTTP) builds it: ledger in Postgres, outcomes on Kafka. */
 export function createCommandService(w: CommandServiceWiring): CommandService {
-  const outcomes = w.topicPrefix + TOPICS.commandResults;
+  // The persistence classes implement the ports as they stand.
+  const ledger: CommandLedgerPort = new CommandLedger(w.dataSource);
+  const snapshots: SnapshotLookupPort = new SnapshotManifest(w.dataSource);
   return new CommandService({
-    get temporal() {
-      return w.temporal();
-    },
-    ledger: new CommandLedger(w.dataSource),
-    snapshots: new SnapshotManifest(w.dataSource),
+    runs: new TemporalRunDirectory(w.temporal),
+    ledger,
+    snapshots,
+    outcomes: new KafkaOutcomePublisher(w.bus, w.topicPrefix + TOPICS.commandResults),
     taskQueuePrefix: w.taskQueuePrefix,
     agentDefaults: w.agentDefaults,
     evalDefaults: w.evalDefaults,
-    publishOutcome: (outcome) => w.bus.send(outcomes, [{ key: outcome.run_id, value: JSON.stringify(outcome) }]),
   });
 }
 

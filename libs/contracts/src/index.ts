@@ -7,3 +7,4 @@ export * from './events';
 export * from './run-state';
 export * from './tools';
 export * from './api';
+export * from './lanes';

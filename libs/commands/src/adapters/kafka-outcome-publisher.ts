@@ -1,0 +1,15 @@
+import type { CommandOutcome } from '@agentrun/contracts';
+import type { KafkaBus } from '@agentrun/kafka';
+import type { OutcomePublisherPort } from '../ports';
+
+/** Outcome records on the command-results topic, keyed by run so a run's outcomes stay in order. */
+export class KafkaOutcomePublisher implements OutcomePublisherPort {
+  constructor(
+    private readonly bus: KafkaBus,
+    private readonly topic: string,
+  ) {}
+
+  async publish(outcome: CommandOutcome): Promise<void> {
+    await this.bus.send(this.topic, [{ key: outcome.run_id, value: JSON.stringify(outcome) }]);
+  }
+}

@@ -1,0 +1,140 @@
+import { status as grpcStatus } from '@grpc/grpc-js';
+import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowExecutionAlreadyStartedError, type SearchAttributePair } from '@temporalio/common';
+import { workflowIdFor, type RunKind } from '@agentrun/contracts';
+import {
+  AGENT_STATUS_KEY,
+  AgentRun,
+  approveUpdate,
+  cancelEvalSignal,
+  cancelRunSignal,
+  changeGoalUpdate,
+  CURRENT_STEP_KEY,
+  EvalRun,
+  evalStatusQuery,
+  injectContextSignal,
+  ORG_KEY,
+  OWNER_KEY,
+  pauseSignal,
+  resumeSignal,
+  RUN_KIND_KEY,
+  RUN_PARENT_KEY,
+  type EvalRunState,
+} from '@agentrun/workflows';
+import { looksUnreachable, RunAlreadyStartedError, RunNotFoundError, TransientCommandError, UpdateRefusedError } from '../errors';
+import type { RunDirectoryPort, RunSignal, RunUpdate, RunView, StartRunRequest } from '../ports';
+
+/** Where the id of the command that started a run is kept, to recognise our own earlier start. */
+const START_COMMAND_MEMO = 'start_command_id';
+const KIND_OF_WORKFLOW_TYPE: Record<string, RunKind> = { AgentRun: 'agent', EvalRun: 'eval' };
+const TRANSIENT_GRPC = new Set<number>([grpcStatus.UNAVAILABLE, grpcStatus.DEADLINE_EXCEEDED, grpcStatus.RESOURCE_EXHAUSTED, grpcStatus.ABORTED, grpcStatus.UNKNOWN]);
+
+function isUnavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | undefined)?.code ?? (err as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  if (typeof code === 'number') return TRANSIENT_GRPC.has(code);
+  return looksUnreachable(err);
+}
+
+/** The SDK's errors as the ports name them; anything else is left as it is. */
+function portErrorOf(err: unknown): unknown {
+  if (err instanceof WorkflowNotFoundError) return new RunNotFoundError(err.message);
+  if (err instanceof WorkflowExecutionAlreadyStartedError) return new RunAlreadyStartedError(err.message);
+  if (err instanceof WorkflowUpdateFailedError) return new UpdateRefusedError(err.cause?.message ?? err.message);
+  if (isUnavailable(err)) return new TransientCommandError(`temporal unavailable: ${(err as Error).message}`);
+  return err;
+}
+
+/** The run directory over a Temporal client. */
+export class TemporalRunDirectory implements RunDirectoryPort {
+  /** `client` is read on each call, so the client may connect after this is built. */
+  constructor(private readonly client: () => Client) {}
+
+  async start(request: StartRunRequest): Promise<void> {
+    const { org, runId, workflow, attributes } = request;
+    const typedSearchAttributes: SearchAttributePair[] = [
+      { key: ORG_KEY, value: org },
+      { key: RUN_KIND_KEY, value: workflow.kind },
+      { key: AGENT_STATUS_KEY, value: 'queued' },
+      ...(attributes.current_step !== undefined ? [{ key: CURRENT_STEP_KEY, value: attributes.current_step }] : []),
+      ...(attributes.parent_run_id ? [{ key: RUN_PARENT_KEY, value: attributes.parent_run_id }] : []),
+      ...(attributes.owner ? [{ key: OWNER_KEY, value: attributes.owner }] : []),
+    ];
+    const options = {
+      workflowId: workflowIdFor(org, runId),
+      taskQueue: request.taskQueue,
+      // A replayed start after the run closed starts nothing.
+      workflowIdReusePolicy: 'REJECT_DUPLICATE',
+      workflowIdConflictPolicy: 'FAIL',
+      memo: { ...request.memo, [START_COMMAND_MEMO]: request.commandId },
+      typedSearchAttributes,
+    } as const;
+    await this.call(async () => {
+      if (workflow.kind === 'agent') await this.client().workflow.start(AgentRun, { ...options, args: [workflow.input] });
+      else await this.client().workflow.start(EvalRun, { ...options, args: [workflow.input] });
+    });
+  }
+
+  async describe(org: string, runId: string): Promise<RunView | undefined> {
+    try {
+      const description = await this.call(() => this.handle(org, runId).describe());
+      const memo = (description.memo ?? {}) as Record<string, unknown>;
+      const startedBy = memo[START_COMMAND_MEMO];
+      return {
+        kind: KIND_OF_WORKFLOW_TYPE[description.type],
+        execution: description.status.name.toLowerCase(),
+        status: description.typedSearchAttributes.get(AGENT_STATUS_KEY),
+        startCommandId: typeof startedBy === 'string' ? startedBy : undefined,
+        memo,
+      };
+    } catch (err) {
+      if (err instanceof RunNotFoundError) return undefined;
+      throw err;
+    }
+  }
+
+  async signal(org: string, runId: string, signal: RunSignal): Promise<void> {
+    const handle = this.handle(org, runId);
+    const { command_id } = signal;
+    await this.call(() => {
+      switch (signal.name) {
+        case 'pause':
+          return handle.signal(pauseSignal, { command_id });
+        case 'resume':
+          return handle.signal(resumeSignal, { command_id });
+        case 'cancel_run':
+          return handle.signal(cancelRunSignal, { command_id });
+        case 'cancel_eval':
+          return handle.signal(cancelEvalSignal, { command_id });
+        case 'inject_context':
+          return handle.signal(injectContextSignal, { command_id, text: signal.text });
+      }
+    });
+  }
+
+  async update(org: string, runId: string, update: RunUpdate): Promise<string> {
+    const handle = this.handle(org, runId);
+    // The command id doubles as the update id, so a retried command is one update.
+    const updateId = update.command_id;
+    return this.call(() =>
+      update.name === 'change_goal'
+        ? handle.executeUpdate(changeGoalUpdate, { args: [{ command_id: update.command_id, goal: update.goal }], updateId })
+        : handle.executeUpdate(approveUpdate, { args: [{ command_id: update.command_id, reviewer: update.reviewer }], updateId }),
+    );
+  }
+
+  async evalStatus(org: string, runId: string): Promise<EvalRunState> {
+    return this.call(() => this.handle(org, runId).query(evalStatusQuery));
+  }
+
+  private handle(org: string, runId: string): WorkflowHandle {
+    return this.client().workflow.getHandle(workflowIdFor(org, runId));
+  }
+
+  private async call<T>(send: () => Promise<T>): Promise<T> {
+    try {
+      return await send();
+    } catch (err) {
+      throw portErrorOf(err);
+    }
+  }
+}
