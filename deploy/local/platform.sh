@@ -39,7 +39,7 @@ port_of() {
 }
 
 main_of() { # APP -> the script it runs
-  if [ "$1" = model-server ]; then echo "tools/model-server.js"; else echo "apps/$1/dist/main.js"; fi
+  echo "apps/$1/dist/main.js"
 }
 
 app_pid() { # APP -> pid if running

@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleIn
 import { Client, Connection } from '@temporalio/client';
 import { kafkaTimings, type PlatformConfig } from '@agentrun/config';
 import { KafkaBus } from '@agentrun/kafka';
-import { createDataSource, migrate } from '@agentrun/persistence';
+import { createDataSource, migrate, pingDatabase } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
 import type { ReadinessCheck } from './health';
 
@@ -27,7 +27,7 @@ export class Database implements OnModuleInit, OnApplicationShutdown, ReadinessC
   }
 
   async check(): Promise<void> {
-    await this.dataSource.query('SELECT 1');
+    await pingDatabase(this.dataSource);
   }
 
   async onApplicationShutdown(): Promise<void> {
