@@ -223,3 +223,7 @@ describe('chat client against the deterministic model server', () => {
     expect((await fetch(`${server.url}/chat/completions`)).status).toBe(405);
   });
 });
+
+function post(body: unknown): RequestInit {
+  return { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
+}

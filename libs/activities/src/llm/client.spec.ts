@@ -107,7 +107,3 @@ describe('chat client against other servers', () => {
     expect(retryAfter(new Headers())).toBeUndefined();
   });
 });
-
-function post(body: unknown): RequestInit {
-  return { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
-}
