@@ -6,7 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { objectStoreSpec, runDefaultsSpec } from '@agentrun/config';
+import { loadConfig, objectStoreSpec, runDefaultsSpec } from '@agentrun/config';
 import { SEARCH_ATTRIBUTES, TOPICS } from '@agentrun/contracts';
 
 const REPO_ROOT = join(__dirname, '..', '..');
@@ -495,6 +495,7 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
           expect(set.sort()).toEqual(Object.keys(runDefaultsSpec).sort());
           const other = envOf(service(app === 'gateway' ? 'orchestrator' : 'gateway'));
           expect(Object.fromEntries(set.map((k) => [k, env[k]]))).toEqual(Object.fromEntries(set.map((k) => [k, other[k]])));
+          expect(() => loadConfig(runDefaultsSpec, env)).not.toThrow();
         } else {
           expect(set).toEqual([]);
         }
