@@ -39,7 +39,7 @@ RUN npx tsc -b tsconfig.build.json \
  && node tools/bundle-dashboard.js \
  && mkdir -p /out \
  && tar -cf - --exclude='*.tsbuildinfo' package.json apps/*/dist libs/*/package.json libs/*/dist \
-    tools/model-server.js | tar -xf - -C /out
+    | tar -xf - -C /out
 
 # --- production dependencies only (dev deps pruned); workspace links node_modules/@agentrun/* -> libs/* ---
 FROM base AS prod-deps

@@ -6,6 +6,7 @@
  *   app/lib, so `@agentrun/*` imports resolve through the libs' built `dist/*.d.ts`; build first with
  *   `npx tsc -b tsconfig.build.json`, or lint through Nx, whose lint target depends on `^build`).
  * - `@nx/enforce-module-boundaries` driven by the tags in each project.json.
+ * - No focused or disabled tests (`.only`, `.skip`, `fit`, `xit`, `test.todo`, ...) anywhere.
  * - Workflow code (libs/workflows/src) may import only `@temporalio/workflow`, `@agentrun/contracts` and
  *   relative files: it runs in Temporal's deterministic sandbox and is bundled by webpack.
  */
@@ -14,6 +15,7 @@ import { builtinModules } from 'node:module';
 import eslint from '@eslint/js';
 import nx from '@nx/eslint-plugin';
 import { createProjectGraphAsync } from '@nx/devkit';
+import jest from 'eslint-plugin-jest';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
 
@@ -150,6 +152,20 @@ export default tseslint.config(
             { sourceTag: 'type:app', onlyDependOnLibsWithTags: ['type:lib'], notDependOnLibsWithTags: ['type:app'] },
           ],
         },
+      ],
+    },
+  },
+  {
+    // A focused or disabled test turns a suite green without running it; none may land.
+    name: 'agentrun/no-focused-or-disabled-tests',
+    files: TS_FILES,
+    plugins: { jest },
+    rules: {
+      'jest/no-focused-tests': 'error',
+      'jest/no-disabled-tests': 'error',
+      'no-restricted-properties': [
+        'error',
+        ...['it', 'test', 'describe'].map((object) => ({ object, property: 'todo', message: 'A todo test is a test that never runs: write it or leave it out.' })),
       ],
     },
   },

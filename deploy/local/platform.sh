@@ -39,7 +39,7 @@ port_of() {
 }
 
 main_of() { # APP -> the script it runs
-  if [ "$1" = model-server ]; then echo "tools/model-server.js"; else echo "apps/$1/dist/main.js"; fi
+  echo "apps/$1/dist/main.js"
 }
 
 app_pid() { # APP -> pid if running
@@ -66,6 +66,10 @@ build() {
   npm run --silent build
 }
 
+# The one place this script sets the apps' environment; every app inherits all of it and reads only the
+# groups its spec declares. The run defaults (AGENTRUN_STEPS_PER_EXECUTION, AGENTRUN_HISTORY_*, EVAL_*, ...,
+# libs/config runDefaultsSpec) are not set here: both the gateway and the orchestrator, the two services
+# that start runs, inherit them unchanged from the caller's environment or use the same built-in defaults.
 export_app_env() {
   export AGENTRUN_MODE="${AGENTRUN_MODE:-local}"
   export KAFKA_BROKERS="${KAFKA_BROKERS:-127.0.0.1:${KAFKA_PORT}}"

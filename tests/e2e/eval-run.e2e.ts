@@ -1,3 +1,4 @@
+import { roll } from '@agentrun/activities';
 import { Platform, uniqueId } from '../support/platform';
 import { waitFor } from '../support/wait';
 
@@ -12,9 +13,27 @@ interface EvalState {
   parent_run_id?: string;
 }
 
+/** The case ids an `eval.start` with `cases: N` gets; the test checks the run really has them. */
+const caseIdsOf = (n: number): string[] => Array.from({ length: n }, (_, i) => `case-${String(i + 1).padStart(3, '0')}`);
+
+/**
+ * A fresh run id whose rolls include a hiccup on some case's first attempt and a benchmark failure on
+ * some case. The GPU worker seeds its rolls by run id and case with the same `roll`, so a run with this
+ * id retries a case and fails one on every execution, not just on most.
+ */
+function runIdWithHiccupAndFailure(prefix: string, caseIds: string[], hiccupFraction: number, failFraction: number): string {
+  for (;;) {
+    const id = uniqueId(prefix);
+    const hiccups = caseIds.some((c) => roll(`${id}:${c}:attempt1`) < hiccupFraction);
+    const fails = caseIds.some((c) => roll(`${id}:${c}`) < failFraction);
+    if (hiccups && fails) return id;
+  }
+}
+
 describe('EvalRun and its console', () => {
-  // Hiccups on 40% of attempts, so a run of 8 cases retries some; 4 ticks of 150 ms per case.
-  const platform = new Platform({ CASE_HICCUP_PER_MILLE: '400', CASE_TICK_MS: '150', EVAL_CASE_HEARTBEAT_S: '2' });
+  // Hiccups on 40% of attempts; 4 ticks of 150 ms per case.
+  const HICCUP_PER_MILLE = 400;
+  const platform = new Platform({ CASE_HICCUP_PER_MILLE: String(HICCUP_PER_MILLE), CASE_TICK_MS: '150', EVAL_CASE_HEARTBEAT_S: '2' });
   const org = 'acme';
   beforeAll(() => platform.start());
   afterAll(() => platform.stop());
@@ -23,12 +42,14 @@ describe('EvalRun and its console', () => {
   const startEval = (body: Record<string, unknown>, headers: Record<string, string> = {}) => platform.http('POST', '/evals', { org, body, headers });
 
   it('runs its cases with failures and hiccups, waits for review, and a listed reviewer publishes it once', async () => {
-    const runId = uniqueId('eval');
+    const caseIds = caseIdsOf(8);
+    const runId = runIdWithHiccupAndFailure('eval', caseIds, HICCUP_PER_MILLE / 1000, 0.3);
     const started = await startEval({ run_id: runId, model: 'm-1', suite: 'smoke', cases: 8, fail_fraction: 0.3, reviewers: ['alice'] });
     expect(started.status).toBe(202);
     await platform.waitForStatus(org, runId, 'awaiting_review');
     const state = await stateOf(runId);
     expect(state).toMatchObject({ total: 8, done: 8 });
+    expect(Object.keys(state.cases).sort()).toEqual(caseIds);
     expect(state.counts.ok + state.counts.failed).toBe(8);
     const views = Object.values(state.cases);
     // Hiccups show only as attempts: a case is failed only by the benchmark, never by a hiccup.
@@ -53,11 +74,8 @@ describe('EvalRun and its console', () => {
 
     // retry-failed carries exactly the failed cases, with a parent link.
     const failed = Object.entries(state.cases).filter(([, c]) => c.status === 'failed').map(([id]) => id).sort();
+    expect(failed.length).toBeGreaterThan(0);
     const retry = await platform.http('POST', `/runs/${runId}/retry-failed`, { org, body: {} });
-    if (failed.length === 0) {
-      expect(retry.status).toBe(409);
-      return;
-    }
     expect(retry.status).toBe(202);
     const retryId = `${runId}-retry-1`;
     await platform.waitForStatus(org, retryId, 'awaiting_review');
@@ -93,6 +111,15 @@ describe('EvalRun and its console', () => {
     expect((await platform.http('POST', `/runs/${runId}/approve`, { org: 'globex', body: { reviewer: 'alice' } })).status).toBe(404);
     await platform.http('POST', `/runs/${runId}/cancel`, { org, body: {} });
     await platform.waitForStatus(org, runId, 'cancelled');
+  });
+
+  it('retry-failed of a finished run without failed cases answers 409 nothing_to_retry', async () => {
+    const runId = uniqueId('eval-clean');
+    expect((await startEval({ run_id: runId, model: 'm-1', suite: 'smoke', cases: 1, fail_fraction: 0 })).status).toBe(202);
+    await platform.waitForStatus(org, runId, 'awaiting_review');
+    const retry = await platform.http('POST', `/runs/${runId}/retry-failed`, { org, body: {} });
+    expect(retry.status).toBe(409);
+    expect(retry.body.reason).toBe('nothing_to_retry');
   });
 
   it('POST /evals validates its body', async () => {

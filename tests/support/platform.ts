@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import { Client as PgClient } from 'pg';
 import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
 import { TOPICS } from '@agentrun/contracts';
-import { startModelServer, type ModelServer } from '@agentrun/activities';
+import { startModelServer, type ModelServer } from '../../apps/model-server/src/model-server';
 import { REPO_ROOT, stackEnv, stackUrls } from './stack-env';
 import { waitFor } from './wait';
 

@@ -6,7 +6,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parse } from 'yaml';
-import { platformSpec } from '@agentrun/config';
+import { loadConfig, objectStoreSpec, runDefaultsSpec } from '@agentrun/config';
 import { SEARCH_ATTRIBUTES, TOPICS } from '@agentrun/contracts';
 
 const REPO_ROOT = join(__dirname, '..', '..');
@@ -342,7 +342,7 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
   // Not in the native stack (it keeps objects in OBJECT_STORE_DIR), so compared within the compose file:
   // the apps must reach the MinIO service, with its credentials, in the bucket minio-init creates.
   describe('minio, the object store of the compose apps', () => {
-    const S3_SETTINGS = Object.keys(platformSpec).filter((k) => k.startsWith('OBJECT_STORE_S3_'));
+    const S3_SETTINGS = Object.keys(objectStoreSpec).filter((k) => k.startsWith('OBJECT_STORE_S3_'));
 
     it('runs `server /data` on 9000 with its data on a named volume', () => {
       const minio = service('minio');
@@ -366,7 +366,7 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
       expect(dependsOn(init)).toEqual({ minio: 'service_healthy' });
     });
 
-    it('the S3 settings it sets are the platform config ones (a misspelt name would be silently ignored)', () => {
+    it('the S3 settings it sets are the object-store config ones (a misspelt name would be silently ignored)', () => {
       const set = Object.keys(envOf(service('gateway'))).filter((k) => k.startsWith('OBJECT_STORE_S3_'));
       expect(S3_SETTINGS.length).toBeGreaterThan(0);
       expect(set.sort()).toEqual([...S3_SETTINGS].sort());
@@ -485,6 +485,19 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
         expect(Object.keys(compose.volumes ?? {})).toContain('agentrun-data');
         for (const key of ['WORKSPACE_ROOT', 'OBJECT_STORE_DIR']) {
           expect({ key, value: env[key] }).toEqual({ key, value: expect.stringMatching(new RegExp(`^${mounts[0].target}/`)) });
+        }
+      });
+
+      it('sets the run defaults only if it starts runs (gateway, orchestrator), from the one shared block', () => {
+        const env = envOf(service(app));
+        const set = Object.keys(env).filter((k) => k in runDefaultsSpec);
+        if (app === 'gateway' || app === 'orchestrator') {
+          expect(set.sort()).toEqual(Object.keys(runDefaultsSpec).sort());
+          const other = envOf(service(app === 'gateway' ? 'orchestrator' : 'gateway'));
+          expect(Object.fromEntries(set.map((k) => [k, env[k]]))).toEqual(Object.fromEntries(set.map((k) => [k, other[k]])));
+          expect(() => loadConfig(runDefaultsSpec, env)).not.toThrow();
+        } else {
+          expect(set).toEqual([]);
         }
       });
 

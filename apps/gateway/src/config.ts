@@ -1,7 +1,17 @@
-import { int, loadConfig, platformSpec, str, type ConfigOf } from '@agentrun/config';
+import { databaseSpec, int, kafkaSpec, lifecycleSpec, loadConfig, objectStoreSpec, oneOf, profileSpec, runDefaultsSpec, str, temporalSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 export const gatewaySpec = {
-  ...platformSpec,
+  ...lifecycleSpec,
+  ...profileSpec,
+  ...kafkaSpec,
+  ...temporalSpec,
+  ...databaseSpec,
+  // Snapshot archives are served from here.
+  ...objectStoreSpec,
+  // HTTP commands start runs, so the gateway reads the same run defaults as the orchestrator.
+  ...runDefaultsSpec,
+  /** `production` takes the org only from an API token; `local` also trusts the X-Org header. */
+  AGENTRUN_MODE: oneOf(['local', 'production'] as const, 'local'),
   GATEWAY_PORT: int(8080, 1, 65535),
   GATEWAY_HOST: str('127.0.0.1'),
   /** Signs list cursors so a tampered one is refused; set it per deployment. */
@@ -12,4 +22,4 @@ export const gatewaySpec = {
   RUN_LAST_EVENTS: int(20, 1, 500),
 };
 export type GatewayConfig = ConfigOf<typeof gatewaySpec>;
-export const loadGatewayConfig = () => loadConfig(gatewaySpec);
+export const loadGatewayConfig = (env?: Env) => loadConfig(gatewaySpec, env);

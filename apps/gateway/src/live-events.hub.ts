@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import { parseRunTouches, RUN_EVENTS_CHANNEL } from '@agentrun/persistence';
+import { listenForRunTouches, parseRunTouches, RUN_EVENTS_CHANNEL } from '@agentrun/persistence';
 import { PLATFORM_CONFIG, type ReadinessCheck } from '@agentrun/runtime';
 import { Client } from 'pg';
 import type { GatewayConfig } from './config';
@@ -35,7 +35,7 @@ export class LiveEventsHub implements OnModuleInit, OnApplicationShutdown, Readi
     client.on('error', (err) => this.lost(client, err));
     client.on('end', () => this.lost(client, new Error('connection ended')));
     await client.connect();
-    await client.query(`LISTEN ${RUN_EVENTS_CHANNEL}`);
+    await listenForRunTouches(client);
     this.client = client;
     this.connected = true;
     this.wakeAll();

@@ -1,7 +1,14 @@
-import { int, loadConfig, str, platformSpec, type ConfigOf } from '@agentrun/config';
+import { databaseSpec, int, lifecycleSpec, loadConfig, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
+/** A Temporal worker with Postgres for its ledgers: no Kafka, no run defaults (they arrive in each workflow's input). */
 export const gpuWorkerSpec = {
-  ...platformSpec,
+  ...lifecycleSpec,
+  ...temporalSpec,
+  ...databaseSpec,
+  ...workspaceSpec,
+  // Large tool outputs are offloaded here.
+  ...objectStoreSpec,
+  ...toolActivitySpec,
   GPU_WORKER_HOST: str('127.0.0.1'),
   GPU_WORKER_PORT: int(8082, 1, 65535),
   /** Activities this worker runs at once: the GPU slots it has. */
@@ -15,4 +22,4 @@ export const gpuWorkerSpec = {
   CASE_HICCUP_PER_MILLE: int(100, 0, 1_000),
 };
 export type GpuWorkerConfig = ConfigOf<typeof gpuWorkerSpec>;
-export const loadGpuWorkerConfig = () => loadConfig(gpuWorkerSpec);
+export const loadGpuWorkerConfig = (env?: Env) => loadConfig(gpuWorkerSpec, env);

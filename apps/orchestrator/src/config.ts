@@ -1,7 +1,33 @@
-import { int, loadConfig, str, optionalStr, platformSpec, type ConfigOf } from '@agentrun/config';
+import {
+  databaseSpec,
+  int,
+  kafkaSpec,
+  lifecycleSpec,
+  loadConfig,
+  objectStoreSpec,
+  optionalStr,
+  profileSpec,
+  runDefaultsSpec,
+  str,
+  temporalSpec,
+  toolActivitySpec,
+  workspaceSpec,
+  type ConfigOf,
+  type Env,
+} from '@agentrun/config';
 
 export const orchestratorSpec = {
-  ...platformSpec,
+  ...lifecycleSpec,
+  ...profileSpec,
+  ...kafkaSpec,
+  ...temporalSpec,
+  ...databaseSpec,
+  ...workspaceSpec,
+  ...objectStoreSpec,
+  // The CPU tool lane runs here.
+  ...toolActivitySpec,
+  // Kafka commands start runs, so the orchestrator reads the same run defaults as the gateway.
+  ...runDefaultsSpec,
   ORCHESTRATOR_HOST: str('127.0.0.1'),
   ORCHESTRATOR_PORT: int(8081, 1, 65535),
   /** The model behind `callModel`: any OpenAI-compatible server (the local one by default). */
@@ -13,6 +39,8 @@ export const orchestratorSpec = {
   COMMAND_CONCURRENCY: int(3, 1, 64),
   /** A workflow bundle made at build time; without it the worker bundles at start. */
   WORKFLOW_BUNDLE_PATH: optionalStr(),
+  /** A snapshot archive whose files add up to more than this is refused when a fork restores it. */
+  SNAPSHOT_RESTORE_MAX_BYTES: int(2 * 1024 ** 3, 1, Number.MAX_SAFE_INTEGER),
 };
 export type OrchestratorConfig = ConfigOf<typeof orchestratorSpec>;
-export const loadOrchestratorConfig = () => loadConfig(orchestratorSpec);
+export const loadOrchestratorConfig = (env?: Env) => loadConfig(orchestratorSpec, env);

@@ -1,11 +1,15 @@
-import { int, loadConfig, str, platformSpec, type ConfigOf } from '@agentrun/config';
+import { databaseSpec, int, kafkaSpec, lifecycleSpec, loadConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
 
+/** Kafka in, Postgres out: nothing of Temporal, tools or evaluations. */
 export const projectorSpec = {
-  ...platformSpec,
+  ...lifecycleSpec,
+  ...profileSpec,
+  ...kafkaSpec,
+  ...databaseSpec,
   PROJECTOR_HOST: str('127.0.0.1'),
   PROJECTOR_PORT: int(8083, 1, 65535),
   /** Partitions applied at once; each partition's events stay in order. */
   PROJECTOR_CONCURRENCY: int(3, 1, 64),
 };
 export type ProjectorConfig = ConfigOf<typeof projectorSpec>;
-export const loadProjectorConfig = () => loadConfig(projectorSpec);
+export const loadProjectorConfig = (env?: Env) => loadConfig(projectorSpec, env);

@@ -1,7 +1,12 @@
-import { int, loadConfig, str, platformSpec, type ConfigOf } from '@agentrun/config';
+import { databaseSpec, int, lifecycleSpec, loadConfig, objectStoreSpec, str, temporalSpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
+/** A Temporal worker that reads workspaces and Postgres and writes the object store. */
 export const snapshotterSpec = {
-  ...platformSpec,
+  ...lifecycleSpec,
+  ...temporalSpec,
+  ...databaseSpec,
+  ...workspaceSpec,
+  ...objectStoreSpec,
   SNAPSHOTTER_HOST: str('127.0.0.1'),
   SNAPSHOTTER_PORT: int(8084, 1, 65535),
   /** Captures at once; each one is mostly disk and network bound. */
@@ -10,4 +15,4 @@ export const snapshotterSpec = {
   SNAPSHOT_PACE_MS: int(0, 0, 600_000),
 };
 export type SnapshotterConfig = ConfigOf<typeof snapshotterSpec>;
-export const loadSnapshotterConfig = () => loadConfig(snapshotterSpec);
+export const loadSnapshotterConfig = (env?: Env) => loadConfig(snapshotterSpec, env);

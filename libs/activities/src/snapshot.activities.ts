@@ -6,6 +6,7 @@ import { dirname } from 'node:path';
 import { ByteCounter, packDirectory, restoreArchive, type ObjectStore } from '@agentrun/archive';
 import { snapshotObjectKeys } from '@agentrun/contracts';
 import type { CaptureInput, CaptureProgress, CaptureResult, ForkState, RestoreResult, SnapshotActivities } from '@agentrun/workflows';
+import { CaptureSources, type RecordedEffectRow } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
 import { stepOfKey } from './effect-keys';
 import { Workspace } from './workspace';
@@ -27,7 +28,7 @@ export interface SnapshotStateDocument {
   run_id: string;
   workflow_id: string;
   state: ForkState;
-  recorded_effects: { key: string; effect: string; attempt: number; result: unknown }[];
+  recorded_effects: RecordedEffectRow[];
 }
 
 /** How many recorded effects a snapshot keeps (newest first); a fork only ever reuses those at its step. */
@@ -50,6 +51,7 @@ function beater(everyMs = 1_000): (progress: CaptureProgress) => void {
  * capture; a degraded trajectory or state read makes it `partial`, still gradable.
  */
 export function createSnapshotActivities(deps: SnapshotDeps): SnapshotActivities {
+  const sources = new CaptureSources(deps.db);
   return {
     async captureSnapshot(input: CaptureInput): Promise<CaptureResult> {
       const ctx = Context.current();
@@ -71,11 +73,7 @@ export function createSnapshotActivities(deps: SnapshotDeps): SnapshotActivities
       let effects: SnapshotStateDocument['recorded_effects'] | undefined;
       let effectsError: string | undefined;
       try {
-        effects = await deps.db.query(
-          `SELECT idempotency_key AS key, effect, attempt, result FROM effect_ledger
-           WHERE starts_with(idempotency_key, $1) ORDER BY created_at DESC LIMIT $2`,
-          [`${input.workflow_id}:`, MAX_RECORDED_EFFECTS],
-        );
+        effects = await sources.recordedEffects(input.workflow_id, MAX_RECORDED_EFFECTS);
       } catch (err) {
         effectsError = (err as Error).message;
       }
@@ -97,8 +95,8 @@ export function createSnapshotActivities(deps: SnapshotDeps): SnapshotActivities
       const reasons: string[] = [];
       let trajectory: string | undefined;
       try {
-        const events: { event: unknown }[] = await deps.db.query('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [input.org, input.run_id]);
-        trajectory = (await deps.store.put(keys.trajectory, Buffer.from(events.map((e) => JSON.stringify(e.event)).join('\n') + (events.length ? '\n' : '')))).url;
+        const events = await sources.trajectory(input.org, input.run_id);
+        trajectory = (await deps.store.put(keys.trajectory, Buffer.from(events.map((e) => JSON.stringify(e)).join('\n') + (events.length ? '\n' : '')))).url;
       } catch (err) {
         reasons.push(`trajectory_read_failed: ${(err as Error).message}`.slice(0, 200));
       }

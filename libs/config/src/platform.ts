@@ -1,21 +1,46 @@
 import { bool, int, list, oneOf, str, type ConfigOf } from './env';
 
 /**
- * Settings every service shares: where the servers are, the names it uses, and the timing profile.
- * Prefixes exist so tests can run isolated on one shared stack; production leaves them empty.
+ * The settings the services share, in groups. Each app's spec (apps/<name>/src/config.ts) spreads only
+ * the groups it uses, so a service neither validates nor can be misconfigured by a setting it ignores.
+ * Name prefixes (topics, task queues) exist so tests can run isolated on one shared stack; production
+ * leaves them empty.
  */
-export const platformSpec = {
-  AGENTRUN_MODE: oneOf(['local', 'production'] as const, 'local'),
+
+/** How every service stops. */
+export const lifecycleSpec = {
+  SHUTDOWN_GRACE_MS: int(20_000, 1_000, 600_000),
+};
+
+/** The timing profile, and the fault points the fault suite arms (see FaultPoints; ignored outside the test profile). */
+export const profileSpec = {
   AGENTRUN_PROFILE: oneOf(['production', 'test'] as const, 'production'),
+  AGENTRUN_FAULTS: str(''),
+};
+
+export const kafkaSpec = {
   KAFKA_BROKERS: list(['127.0.0.1:9092']),
   KAFKA_CLIENT_ID: str('agentrun'),
   AGENTRUN_TOPIC_PREFIX: str(''),
+};
+
+export const temporalSpec = {
   TEMPORAL_ADDRESS: str('127.0.0.1:7233'),
   TEMPORAL_NAMESPACE: str('default'),
   AGENTRUN_TASK_QUEUE_PREFIX: str(''),
+};
+
+export const databaseSpec = {
   DATABASE_URL: str('postgres://agentrun:agentrun@127.0.0.1:5432/agentrun'),
   DATABASE_POOL_SIZE: int(10, 1, 200),
+};
+
+/** Where run workspaces live on the machines that run tools and captures. */
+export const workspaceSpec = {
   WORKSPACE_ROOT: str('.stack/data/workspaces'),
+};
+
+export const objectStoreSpec = {
   OBJECT_STORE_DIR: str('.stack/data/objects'),
   /**
    * Objects (snapshot archives, large payloads) go to this S3 bucket when it is set, to OBJECT_STORE_DIR
@@ -27,17 +52,10 @@ export const platformSpec = {
   OBJECT_STORE_S3_REGION: str('us-east-1'),
   /** `endpoint/bucket/key` addressing, which MinIO and most S3-compatible servers need. */
   OBJECT_STORE_S3_FORCE_PATH_STYLE: bool(true),
-  /** A snapshot archive whose files add up to more than this is refused on restore. */
-  SNAPSHOT_RESTORE_MAX_BYTES: int(2 * 1024 ** 3, 1, Number.MAX_SAFE_INTEGER),
-  SHUTDOWN_GRACE_MS: int(20_000, 1_000, 600_000),
-  /** Defaults every AgentRun is started with (HTTP and Kafka starts alike). */
-  AGENTRUN_STEPS_PER_EXECUTION: int(500, 1, 100_000),
-  AGENTRUN_HISTORY_MAX_EVENTS: int(2_000, 100, 50_000),
-  AGENTRUN_HISTORY_MAX_BYTES: int(5 * 1024 * 1024, 64 * 1024, 50 * 1024 * 1024),
-  AGENTRUN_RESEARCH_EVERY: int(4, 1, 1_000),
-  AGENTRUN_TOOL_START_TO_CLOSE_S: int(60, 1, 86_400),
-  AGENTRUN_TOOL_HEARTBEAT_S: int(10, 1, 3_600),
-  AGENTRUN_GPU_SCHEDULE_TO_START_S: int(120, 1, 86_400),
+};
+
+/** How the tool activities behave, wherever a tool lane runs (CPU tools in the orchestrator, GPU tools in the gpu-worker). */
+export const toolActivitySpec = {
   /**
    * Simulated accelerator time per tool call: the tool heartbeats this many ticks of TOOL_PACE_MS
    * before it works, and a retry resumes from the last tick. 0 in production; demos and fault
@@ -45,22 +63,47 @@ export const platformSpec = {
    */
   TOOL_PACE_TICKS: int(4, 0, 1_000),
   TOOL_PACE_MS: int(0, 0, 60_000),
+  /** A model reply or tool output larger than this goes to the object store; history keeps a reference. */
+  AGENTRUN_PAYLOAD_INLINE_MAX_BYTES: int(128 * 1024, 1_024, 1_500_000),
+};
+
+/**
+ * What every AgentRun and EvalRun is started with. Both entry points that start runs (the gateway over
+ * HTTP, the orchestrator from Kafka) read this one group, and the values travel in the workflow's start
+ * arguments, so the workers never read them: deployments set them once for both starters.
+ */
+export const runDefaultsSpec = {
+  AGENTRUN_STEPS_PER_EXECUTION: int(500, 1, 100_000),
+  AGENTRUN_HISTORY_MAX_EVENTS: int(2_000, 100, 50_000),
+  AGENTRUN_HISTORY_MAX_BYTES: int(5 * 1024 * 1024, 64 * 1024, 50 * 1024 * 1024),
+  AGENTRUN_RESEARCH_EVERY: int(4, 1, 1_000),
+  AGENTRUN_TOOL_START_TO_CLOSE_S: int(60, 1, 86_400),
+  AGENTRUN_TOOL_HEARTBEAT_S: int(10, 1, 3_600),
+  AGENTRUN_GPU_SCHEDULE_TO_START_S: int(120, 1, 86_400),
   /** Eval cases in flight at once per run, and how soon a cancel or a dead worker is noticed. */
   EVAL_PARALLELISM: int(4, 1, 64),
   EVAL_CASE_HEARTBEAT_S: int(5, 1, 600),
   /** Cases failed for a reason the agent did not cause are left ungraded instead of scored 0. */
   AGENTRUN_ERRORED_TURN_UNGRADED: bool(false),
-  /** A model reply or tool output larger than this goes to the object store; history keeps a reference. */
-  AGENTRUN_PAYLOAD_INLINE_MAX_BYTES: int(128 * 1024, 1_024, 1_500_000),
-  LOG_JSON: bool(false),
-  /** Fault points the fault suite arms (see FaultPoints); ignored outside the test profile. */
-  AGENTRUN_FAULTS: str(''),
 };
 
-export type PlatformConfig = ConfigOf<typeof platformSpec>;
+export type LifecycleConfig = ConfigOf<typeof lifecycleSpec>;
+export type ProfileConfig = ConfigOf<typeof profileSpec>;
+export type KafkaConfig = ConfigOf<typeof kafkaSpec>;
+export type TemporalConfig = ConfigOf<typeof temporalSpec>;
+export type DatabaseConfig = ConfigOf<typeof databaseSpec>;
+export type WorkspaceConfig = ConfigOf<typeof workspaceSpec>;
+export type ToolActivityConfig = ConfigOf<typeof toolActivitySpec>;
+export type RunDefaultsConfig = ConfigOf<typeof runDefaultsSpec>;
+
+/**
+ * What the command path reads from a service's configuration: the task-queue prefix and the run
+ * defaults. Kept under this name for the code that still names it; new code takes the group types.
+ */
+export type PlatformConfig = Pick<TemporalConfig, 'AGENTRUN_TASK_QUEUE_PREFIX'> & RunDefaultsConfig;
 
 /** Timeouts that fault tests must not wait out: the test profile shortens them. */
-export function kafkaTimings(config: Pick<PlatformConfig, 'AGENTRUN_PROFILE'>) {
+export function kafkaTimings(config: Pick<ProfileConfig, 'AGENTRUN_PROFILE'>) {
   return config.AGENTRUN_PROFILE === 'test'
     ? { sessionTimeout: 8_000, heartbeatInterval: 1_000, rebalanceTimeout: 10_000 }
     : { sessionTimeout: 30_000, heartbeatInterval: 3_000, rebalanceTimeout: 60_000 };

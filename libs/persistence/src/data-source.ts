@@ -1,5 +1,4 @@
 import { DataSource } from 'typeorm';
-import { ENTITIES } from './entities';
 import { MIGRATIONS } from './migrations';
 
 export interface DatabaseOptions {
@@ -12,7 +11,8 @@ export function createDataSource(options: DatabaseOptions): DataSource {
   return new DataSource({
     type: 'postgres',
     url: options.url,
-    entities: ENTITIES,
+    // Queries are plain SQL in the classes of this lib; TypeORM is the pool, the migrations and the transactions.
+    entities: [],
     migrations: MIGRATIONS,
     migrationsRun: false,
     synchronize: false,
@@ -20,6 +20,11 @@ export function createDataSource(options: DatabaseOptions): DataSource {
     applicationName: options.applicationName,
     extra: { max: options.poolSize, connectionTimeoutMillis: 5_000 },
   });
+}
+
+/** A round trip to the server, for readiness checks. */
+export async function pingDatabase(dataSource: DataSource): Promise<void> {
+  await dataSource.query('SELECT 1');
 }
 
 /** An arbitrary but fixed key: every service that migrates takes the same advisory lock. */

@@ -1,11 +1,12 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { Client, Connection } from '@temporalio/client';
-import { kafkaTimings, type PlatformConfig } from '@agentrun/config';
+import { kafkaTimings, type DatabaseConfig, type KafkaConfig, type ProfileConfig, type TemporalConfig } from '@agentrun/config';
 import { KafkaBus } from '@agentrun/kafka';
-import { createDataSource, migrate } from '@agentrun/persistence';
+import { createDataSource, migrate, pingDatabase } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
 import type { ReadinessCheck } from './health';
 
+/** The app's whole configuration; each provider below declares the groups of it that it reads. */
 export const PLATFORM_CONFIG = Symbol('PLATFORM_CONFIG');
 export const SERVICE_NAME = Symbol('SERVICE_NAME');
 
@@ -16,7 +17,7 @@ export class Database implements OnModuleInit, OnApplicationShutdown, ReadinessC
   readonly dataSource: DataSource;
   private readonly logger = new Logger('Database');
 
-  constructor(@Inject(PLATFORM_CONFIG) config: PlatformConfig, @Inject(SERVICE_NAME) service: string) {
+  constructor(@Inject(PLATFORM_CONFIG) config: DatabaseConfig, @Inject(SERVICE_NAME) service: string) {
     this.dataSource = createDataSource({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, applicationName: `agentrun-${service}` });
   }
 
@@ -27,7 +28,7 @@ export class Database implements OnModuleInit, OnApplicationShutdown, ReadinessC
   }
 
   async check(): Promise<void> {
-    await this.dataSource.query('SELECT 1');
+    await pingDatabase(this.dataSource);
   }
 
   async onApplicationShutdown(): Promise<void> {
@@ -42,7 +43,7 @@ export class Kafka implements OnApplicationShutdown, ReadinessCheck {
   readonly bus: KafkaBus;
   readonly topicPrefix: string;
 
-  constructor(@Inject(PLATFORM_CONFIG) config: PlatformConfig, @Inject(SERVICE_NAME) service: string) {
+  constructor(@Inject(PLATFORM_CONFIG) config: KafkaConfig & Pick<ProfileConfig, 'AGENTRUN_PROFILE'>, @Inject(SERVICE_NAME) service: string) {
     const logger = new Logger('Kafka');
     this.topicPrefix = config.AGENTRUN_TOPIC_PREFIX;
     this.bus = new KafkaBus({
@@ -66,6 +67,9 @@ export class Kafka implements OnApplicationShutdown, ReadinessCheck {
   }
 }
 
+/** Where the Temporal server is: what a client or a worker needs to connect. */
+export type TemporalServer = Pick<TemporalConfig, 'TEMPORAL_ADDRESS' | 'TEMPORAL_NAMESPACE'>;
+
 /** A Temporal client for services that start, signal and query workflows. */
 @Injectable()
 export class Temporal implements OnModuleInit, OnApplicationShutdown, ReadinessCheck {
@@ -73,7 +77,7 @@ export class Temporal implements OnModuleInit, OnApplicationShutdown, ReadinessC
   private connection?: Connection;
   private clientValue?: Client;
 
-  constructor(@Inject(PLATFORM_CONFIG) private readonly config: PlatformConfig) {}
+  constructor(@Inject(PLATFORM_CONFIG) private readonly config: TemporalServer) {}
 
   async onModuleInit(): Promise<void> {
     this.connection = await Connection.connect({ address: this.config.TEMPORAL_ADDRESS });

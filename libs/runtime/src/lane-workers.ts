@@ -1,7 +1,6 @@
 import { Inject, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import type { PlatformConfig } from '@agentrun/config';
 import type { ReadinessCheck } from './health';
-import { PLATFORM_CONFIG } from './infrastructure';
+import { PLATFORM_CONFIG, type TemporalServer } from './infrastructure';
 import { WorkerPool, type LaneWorkerOptions } from './worker-pool';
 
 /**
@@ -12,7 +11,7 @@ export abstract class LaneWorkers implements OnApplicationBootstrap, OnModuleDes
   readonly name = 'temporal-workers';
   private pool?: WorkerPool;
 
-  constructor(@Inject(PLATFORM_CONFIG) protected readonly platform: PlatformConfig) {}
+  constructor(@Inject(PLATFORM_CONFIG) protected readonly platform: TemporalServer) {}
 
   protected abstract lanes(): LaneWorkerOptions[];
 

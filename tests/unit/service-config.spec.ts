@@ -1,0 +1,155 @@
+/**
+ * Each service declares only the settings it reads: its spec is the groups it uses (libs/config) plus
+ * its own keys, so the projector, say, cannot be handed an eval or tool-pacing setting. The run
+ * defaults are one group, shared by the two services that start runs.
+ */
+import {
+  ConfigError,
+  databaseSpec,
+  kafkaSpec,
+  lifecycleSpec,
+  objectStoreSpec,
+  profileSpec,
+  runDefaultsSpec,
+  temporalSpec,
+  toolActivitySpec,
+  workspaceSpec,
+  type Env,
+  type Spec,
+} from '@agentrun/config';
+import { gatewaySpec, loadGatewayConfig } from '../../apps/gateway/src/config';
+import { gpuWorkerSpec, loadGpuWorkerConfig } from '../../apps/gpu-worker/src/config';
+import { loadModelServerConfig, modelServerSpec } from '../../apps/model-server/src/config';
+import { loadOrchestratorConfig, orchestratorSpec } from '../../apps/orchestrator/src/config';
+import { loadProjectorConfig, projectorSpec } from '../../apps/projector/src/config';
+import { loadSnapshotterConfig, snapshotterSpec } from '../../apps/snapshotter/src/config';
+
+const GROUPS = {
+  lifecycle: lifecycleSpec,
+  profile: profileSpec,
+  kafka: kafkaSpec,
+  temporal: temporalSpec,
+  database: databaseSpec,
+  workspace: workspaceSpec,
+  objectStore: objectStoreSpec,
+  toolActivity: toolActivitySpec,
+  runDefaults: runDefaultsSpec,
+} satisfies Record<string, Spec>;
+type Group = keyof typeof GROUPS;
+
+interface Service {
+  spec: Spec;
+  load: (env: Env) => unknown;
+  groups: Group[];
+  own: string[];
+  /** A key of the service's own that the test sets to a value it must refuse. */
+  bad: [key: string, value: string];
+}
+
+const SERVICES: Record<string, Service> = {
+  gateway: {
+    spec: gatewaySpec,
+    load: loadGatewayConfig,
+    groups: ['lifecycle', 'profile', 'kafka', 'temporal', 'database', 'objectStore', 'runDefaults'],
+    own: ['AGENTRUN_MODE', 'GATEWAY_PORT', 'GATEWAY_HOST', 'CURSOR_SECRET', 'SSE_KEEPALIVE_SECONDS', 'RUN_LAST_EVENTS'],
+    bad: ['AGENTRUN_MODE', 'staging'],
+  },
+  orchestrator: {
+    spec: orchestratorSpec,
+    load: loadOrchestratorConfig,
+    groups: ['lifecycle', 'profile', 'kafka', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'runDefaults'],
+    own: ['ORCHESTRATOR_HOST', 'ORCHESTRATOR_PORT', 'MODEL_BASE_URL', 'MODEL_API_KEY', 'MODEL_NAME', 'MODEL_TIMEOUT_MS', 'COMMAND_CONCURRENCY', 'WORKFLOW_BUNDLE_PATH', 'SNAPSHOT_RESTORE_MAX_BYTES'],
+    bad: ['COMMAND_CONCURRENCY', '0'],
+  },
+  'gpu-worker': {
+    spec: gpuWorkerSpec,
+    load: loadGpuWorkerConfig,
+    groups: ['lifecycle', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity'],
+    own: ['GPU_WORKER_HOST', 'GPU_WORKER_PORT', 'GPU_SLOTS', 'EVAL_SLOTS', 'CASE_TICKS', 'CASE_TICK_MS', 'CASE_HICCUP_PER_MILLE'],
+    bad: ['GPU_SLOTS', 'two'],
+  },
+  projector: {
+    spec: projectorSpec,
+    load: loadProjectorConfig,
+    groups: ['lifecycle', 'profile', 'kafka', 'database'],
+    own: ['PROJECTOR_HOST', 'PROJECTOR_PORT', 'PROJECTOR_CONCURRENCY'],
+    bad: ['PROJECTOR_CONCURRENCY', '65'],
+  },
+  snapshotter: {
+    spec: snapshotterSpec,
+    load: loadSnapshotterConfig,
+    groups: ['lifecycle', 'temporal', 'database', 'workspace', 'objectStore'],
+    own: ['SNAPSHOTTER_HOST', 'SNAPSHOTTER_PORT', 'SNAPSHOT_SLOTS', 'SNAPSHOT_PACE_MS'],
+    bad: ['SNAPSHOT_SLOTS', '-1'],
+  },
+  'model-server': {
+    spec: modelServerSpec,
+    load: loadModelServerConfig,
+    groups: [],
+    own: ['MODEL_SERVER_PORT', 'MODEL_SERVER_HOST'],
+    bad: ['MODEL_SERVER_PORT', '70000'],
+  },
+};
+
+function problemsOf(load: () => unknown): string[] {
+  try {
+    load();
+  } catch (err) {
+    if (err instanceof ConfigError) return err.problems;
+    throw err;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe.each(Object.entries(SERVICES))('%s configuration', (_name, service) => {
+  it('is exactly the groups it uses and its own settings, each group shared rather than copied', () => {
+    const expected = [...service.groups.flatMap((g) => Object.keys(GROUPS[g])), ...service.own];
+    expect(new Set(expected).size).toBe(expected.length);
+    expect(Object.keys(service.spec).sort()).toEqual([...expected].sort());
+    for (const group of service.groups) {
+      for (const [key, setting] of Object.entries(GROUPS[group])) expect({ key, same: service.spec[key] === setting }).toEqual({ key, same: true });
+    }
+  });
+
+  it('boots on an empty environment (every setting has a default)', () => {
+    expect(() => service.load({})).not.toThrow();
+  });
+
+  it('reports a bad value of its own, and one of a group it uses, by the key name', () => {
+    const [key, value] = service.bad;
+    const env: Env = { [key]: value };
+    const groupKey = service.groups.includes('database') ? 'DATABASE_POOL_SIZE' : undefined;
+    if (groupKey) env[groupKey] = 'many';
+    const problems = problemsOf(() => service.load(env));
+    expect(problems).toEqual(expect.arrayContaining([expect.stringContaining(key)]));
+    if (groupKey) expect(problems).toEqual(expect.arrayContaining([expect.stringMatching(/^DATABASE_POOL_SIZE must be an integer, got 'many'$/)]));
+    expect(problems).toHaveLength(groupKey ? 2 : 1);
+  });
+
+  it('ignores settings it does not declare, however wrong their values', () => {
+    const foreign = ['EVAL_PARALLELISM', 'TOOL_PACE_MS', 'KAFKA_BROKERS', 'DATABASE_POOL_SIZE', 'GPU_SLOTS'].filter((key) => !(key in service.spec));
+    const env = Object.fromEntries(foreign.map((key) => [key, 'not a value']));
+    expect(() => service.load(env)).not.toThrow();
+  });
+});
+
+describe('settings that must agree across services', () => {
+  it('the projector carries nothing of evaluations, tool pacing or Temporal', () => {
+    expect(Object.keys(projectorSpec).filter((k) => /^(EVAL_|TOOL_PACE_|TEMPORAL_|AGENTRUN_TASK_QUEUE)/.test(k))).toEqual([]);
+  });
+
+  it('the run defaults are read by the two services that start runs, and by no other', () => {
+    const readers = Object.entries(SERVICES)
+      .filter(([, s]) => Object.keys(runDefaultsSpec).some((key) => key in s.spec))
+      .map(([name]) => name);
+    expect(readers.sort()).toEqual(['gateway', 'orchestrator']);
+  });
+
+  it('gateway and orchestrator read the same run defaults from the same environment', () => {
+    const env: Env = { AGENTRUN_STEPS_PER_EXECUTION: '7', EVAL_PARALLELISM: '9', AGENTRUN_ERRORED_TURN_UNGRADED: 'true' };
+    const pick = (config: unknown) => Object.fromEntries(Object.keys(runDefaultsSpec).map((k) => [k, (config as Record<string, unknown>)[k]]));
+    const fromGateway = pick(loadGatewayConfig(env));
+    expect(fromGateway).toMatchObject({ AGENTRUN_STEPS_PER_EXECUTION: 7, EVAL_PARALLELISM: 9, AGENTRUN_ERRORED_TURN_UNGRADED: true });
+    expect(pick(loadOrchestratorConfig(env))).toEqual(fromGateway);
+  });
+});
