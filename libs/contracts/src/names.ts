@@ -6,6 +6,7 @@ export const TOPICS = {
   commandsDlq: 'agentrun.commands.dlq.v1',
   runEvents: 'agentrun.run-events.v1',
   runEventsDlq: 'agentrun.run-events.dlq.v1',
+  runState: 'agentrun.run-state.v1',
 } as const;
 export type TopicName = (typeof TOPICS)[keyof typeof TOPICS];
 

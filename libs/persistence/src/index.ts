@@ -5,3 +5,4 @@ export * from './cursor';
 export * from './read-model';
 export * from './ledgers';
 export * from './tokens';
+export * from './run-state';
