@@ -359,7 +359,7 @@ kafka_wait_and_configure() {
   # Real protocol check (metadata) + idempotent topic creation, in one JVM.
   # shellcheck disable=SC2086
   if ! kafka_java_tool StackAdmin topics "127.0.0.1:$KAFKA_PORT" "$remaining" "$KAFKA_TOPIC_PARTITIONS" \
-    "$KAFKA_RETENTION_MS" "$KAFKA_MAX_MESSAGE_BYTES" $KAFKA_TOPICS; then
+    "$KAFKA_RETENTION_MS" "$KAFKA_MAX_MESSAGE_BYTES" "$KAFKA_COMPACTED_TOPICS" $KAFKA_TOPICS; then
     fail_service kafka "broker did not answer metadata / topic setup failed" "$LOG_DIR/kafka.out"
   fi
   say "kafka: ready on 127.0.0.1:$KAFKA_PORT (pid $(running_pid kafka || echo '?'))"

@@ -87,9 +87,16 @@ export class Platform {
     const kafkaAdmin = this.kafka.admin();
     await kafkaAdmin.connect();
     const partitions = Number(stackEnv().KAFKA_TOPIC_PARTITIONS ?? 3);
+    const compacted = (stackEnv().KAFKA_COMPACTED_TOPICS ?? '').split(/\s+/);
     await kafkaAdmin.createTopics({
       waitForLeaders: true,
-      topics: Object.values(TOPICS).map((t) => ({ topic: this.topic(t), numPartitions: Math.max(3, partitions), replicationFactor: 1 })),
+      topics: Object.values(TOPICS).map((t) => ({
+        topic: this.topic(t),
+        numPartitions: Math.max(3, partitions),
+        replicationFactor: 1,
+        // As the stack creates it: the run-state topic keeps each run's last record.
+        configEntries: compacted.includes(t) ? [{ name: 'cleanup.policy', value: 'compact' }] : [],
+      })),
     });
     await kafkaAdmin.disconnect();
 

@@ -173,6 +173,7 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
       'KAFKA_CONTROLLER_PORT',
       'KAFKA_TOPIC_PARTITIONS',
       'KAFKA_TOPICS',
+      'KAFKA_COMPACTED_TOPICS',
       'KAFKA_RETENTION_MS',
       'KAFKA_MAX_MESSAGE_BYTES',
       'TEMPORAL_PORT',
@@ -252,6 +253,15 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
       expect(sorted(initTopics)).toEqual(sorted(new Set([...words(stack.KAFKA_TOPICS), RUN_EVENTS_DLQ])));
       expect(sorted(initTopics)).toEqual(sorted(Object.values(TOPICS)));
       expect(sorted(words(stack.KAFKA_TOPICS))).toEqual(sorted(Object.values(TOPICS)));
+    });
+
+    it('kafka-init compacts the topics stack.env compacts, the run-state topic among them', () => {
+      const init = service('kafka-init');
+      expect(sorted(words(envOf(init).KAFKA_COMPACTED_TOPICS ?? ''))).toEqual(sorted(words(stack.KAFKA_COMPACTED_TOPICS)));
+      expect(words(stack.KAFKA_COMPACTED_TOPICS)).toContain(TOPICS.runState);
+      const script = [...argv(init.entrypoint), ...argv(init.command)].join(' ');
+      expect(script).toContain('$KAFKA_COMPACTED_TOPICS');
+      expect(script).toContain('cleanup.policy=$policy');
     });
 
     it('kafka-init uses the partitions, retention.ms and max.message.bytes of stack.env', () => {

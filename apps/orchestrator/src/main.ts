@@ -1,4 +1,5 @@
 import 'reflect-metadata';
+import { KafkaBusTransport } from '@agentrun/kafka';
 import { exitOnStartFailure, runService } from '@agentrun/runtime';
 import { loadOrchestratorConfig } from './config';
 import { OrchestratorModule } from './orchestrator.module';
@@ -10,6 +11,7 @@ async function main(): Promise<void> {
     host: config.ORCHESTRATOR_HOST,
     port: config.ORCHESTRATOR_PORT,
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
+    transports: (app) => [app.get(KafkaBusTransport)],
   });
 }
 

@@ -1,53 +1,39 @@
-import { Inject, Injectable, Logger, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
-import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
+import { Controller, Inject, Logger } from '@nestjs/common';
+import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
+import { runStateKey, TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { readRunEvent } from '@agentrun/contracts/validation';
-import { dlqMessage, retryWhileActive, type BatchContext, type ConsumerHandle, type InboundMessage, type OutboundMessage } from '@agentrun/kafka';
+import { dlqMessage, retryWhileActive, type InboundMessage, type KafkaBusContext, type KafkaBusPatternExtras, type OutboundMessage } from '@agentrun/kafka';
 import { FaultPoints } from '@agentrun/config';
-import { applyRunEvents } from '@agentrun/persistence';
-import { Database, Kafka, PLATFORM_CONFIG, type ReadinessCheck } from '@agentrun/runtime';
+import { applyRunEvents, readRunStates } from '@agentrun/persistence';
+import { Database, Kafka, PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { ProjectorConfig } from './config';
 
-const GROUP = 'agentrun-projector';
+/** The consumer group that builds the read model; the test prefix is added in front of it. */
+export const PROJECTOR_GROUP = 'agentrun-projector';
+
+const WHOLE_BATCH: KafkaBusPatternExtras = { batch: true };
 
 /**
  * Builds the read model from the run-event topic. A fetched batch is applied in one Postgres
- * transaction (one NOTIFY), then its offsets are committed: a crash in between replays the batch,
- * which the `(org, run_id, seq)` key turns into a no-op.
+ * transaction (one NOTIFY); then the state of every run in it is published to the compacted
+ * run-state topic; then its offsets are committed. A crash in between replays the batch, which the
+ * `(org, run_id, seq)` key turns into a no-op, and publishes the same states again.
  */
-@Injectable()
-export class RunEventProjector implements OnApplicationBootstrap, OnModuleDestroy, ReadinessCheck {
-  readonly name = 'projector-consumer';
+@Controller()
+export class RunEventProjector {
   private readonly logger = new Logger(RunEventProjector.name);
-  private consumer?: ConsumerHandle;
   private readonly faults: FaultPoints;
 
   constructor(
     private readonly db: Database,
     private readonly kafka: Kafka,
-    @Inject(PLATFORM_CONFIG) private readonly config: ProjectorConfig,
+    @Inject(PLATFORM_CONFIG) config: ProjectorConfig,
   ) {
     this.faults = new FaultPoints(config.AGENTRUN_FAULTS, config.AGENTRUN_PROFILE);
   }
 
-  async onApplicationBootstrap(): Promise<void> {
-    this.consumer = await this.kafka.bus.consume({
-      groupId: this.kafka.topic(GROUP),
-      topics: [this.kafka.topic(TOPICS.runEvents)],
-      concurrency: this.config.PROJECTOR_CONCURRENCY,
-      handle: (messages, ctx) => this.applyBatch(messages, ctx),
-    });
-  }
-
-  async check(): Promise<void> {
-    if (!this.consumer?.isRunning()) throw new Error('not in the consumer group yet');
-  }
-
-  async onModuleDestroy(): Promise<void> {
-    await this.consumer?.stop();
-  }
-
-  private async applyBatch(messages: InboundMessage[], ctx: BatchContext): Promise<void> {
-    if (messages.length === 0 || !ctx.isActive()) return;
+  @EventPattern(TOPICS.runEvents, WHOLE_BATCH)
+  async applyBatch(@Payload() messages: InboundMessage[], @Ctx() ctx: KafkaBusContext): Promise<void> {
     const events: RunEventEnvelope[] = [];
     const sources = new Map<RunEventEnvelope, InboundMessage>();
     const poison: OutboundMessage[] = [];
@@ -62,10 +48,14 @@ export class RunEventProjector implements OnApplicationBootstrap, OnModuleDestro
       this.logger.warn(`dead-lettering ${poison.length} unreadable run events`);
       await this.kafka.bus.send(this.kafka.topic(TOPICS.runEventsDlq), poison);
     }
+    // Both steps in one attempt: after a failed publish, applying again is a no-op and the states are read afresh.
     const applied = await retryWhileActive(
       ctx,
-      () => this.apply(events, sources),
-      (err, attempt, delay) => this.logger.warn(`apply failed (attempt ${attempt}), retrying in ${delay} ms: ${(err as Error).message}`),
+      async () => {
+        await this.apply(events, sources);
+        await this.publishRunStates(events);
+      },
+      (err, attempt, delay) => this.logger.warn(`apply or run-state publish failed (attempt ${attempt}), retrying in ${delay} ms: ${(err as Error).message}`),
     );
     if (!applied.done) return; // uncommitted: whoever owns the partition next applies it
     if (this.faults.hit('projector.crash_after_apply')) {
@@ -73,7 +63,7 @@ export class RunEventProjector implements OnApplicationBootstrap, OnModuleDestro
       this.logger.warn('fault point: dying between the Postgres commit and the offset commit');
       process.kill(process.pid, 'SIGKILL');
     }
-    await ctx.commit(messages[messages.length - 1].offset);
+    await ctx.commit();
   }
 
   /**
@@ -97,6 +87,21 @@ export class RunEventProjector implements OnApplicationBootstrap, OnModuleDestro
         await this.kafka.bus.send(this.kafka.topic(TOPICS.runEventsDlq), [dlqMessage(sources.get(event)!, 'not_an_event', (err as Error).message)]);
       }
     }
+  }
+
+  /**
+   * One record per run of the batch, keyed `{org}/{run_id}`, with its committed state. Replayed
+   * runs are published too: the read model never moves back, so neither does the topic's last
+   * record for a key.
+   */
+  private async publishRunStates(events: RunEventEnvelope[]): Promise<void> {
+    const runs = new Map<string, { org: string; run_id: string }>();
+    for (const { org, run_id } of events) runs.set(`${org}/${run_id}`, { org, run_id });
+    const states = await readRunStates(this.db.dataSource, [...runs.values()]);
+    await this.kafka.bus.send(
+      this.kafka.topic(TOPICS.runState),
+      states.map((state) => ({ key: runStateKey(state.org, state.run_id), value: JSON.stringify(state) })),
+    );
   }
 }
 

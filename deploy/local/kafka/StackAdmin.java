@@ -2,16 +2,20 @@
 //
 //   java -cp 'classes:libs/*' StackAdmin ready  <bootstrap> <timeoutSec>
 //       Waits (bounded) until the broker answers a metadata request (describeCluster + listTopics).
-//   java -cp 'classes:libs/*' StackAdmin topics <bootstrap> <timeoutSec> <partitions> <retentionMs> <maxMessageBytes> <topic>...
+//   java -cp 'classes:libs/*' StackAdmin topics <bootstrap> <timeoutSec> <partitions> <retentionMs> <maxMessageBytes> <compactedTopics> <topic>...
 //       Waits as above, then makes every topic exist: a missing topic is created with the given
-//       partitions (replication factor 1), retention.ms and max.message.bytes; an existing topic is
-//       left alone, except that a topic with fewer partitions than configured is grown to that count.
+//       partitions (replication factor 1), retention.ms and max.message.bytes, and
+//       cleanup.policy=compact when it is one of <compactedTopics> (names separated by spaces, or an
+//       empty argument); an existing topic is left alone, except that a topic with fewer partitions
+//       than configured is grown to that count.
 //
 // Exit code 0 on success, 1 on failure (message on stderr).
 
 import java.util.ArrayList;
 import java.util.Collection;
+import java.util.Arrays;
 import java.util.HashMap;
+import java.util.HashSet;
 import java.util.List;
 import java.util.Map;
 import java.util.Properties;
@@ -54,19 +58,21 @@ public final class StackAdmin {
                     System.out.println("[stack] kafka: broker answers metadata (" + existing.size() + " topics)");
                     break;
                 case "topics":
-                    if (args.length < 7) {
+                    if (args.length < 8) {
                         usage();
                     }
                     int partitions = Integer.parseInt(args[3]);
                     String retentionMs = args[4];
                     String maxMessageBytes = args[5];
+                    Set<String> compacted = new HashSet<>(Arrays.asList(args[6].trim().split("\\s+")));
+                    compacted.remove("");
                     List<String> topics = new ArrayList<>();
-                    for (int i = 6; i < args.length; i++) {
+                    for (int i = 7; i < args.length; i++) {
                         if (!args[i].isBlank()) {
                             topics.add(args[i]);
                         }
                     }
-                    ensureTopics(admin, existing, topics, partitions, retentionMs, maxMessageBytes);
+                    ensureTopics(admin, existing, topics, compacted, partitions, retentionMs, maxMessageBytes);
                     break;
                 default:
                     usage();
@@ -79,7 +85,7 @@ public final class StackAdmin {
 
     private static void usage() {
         System.err.println("usage: StackAdmin ready <bootstrap> <timeoutSec>\n"
-                + "       StackAdmin topics <bootstrap> <timeoutSec> <partitions> <retentionMs> <maxMessageBytes> <topic>...");
+                + "       StackAdmin topics <bootstrap> <timeoutSec> <partitions> <retentionMs> <maxMessageBytes> <compactedTopics> <topic>...");
         System.exit(2);
     }
 
@@ -103,18 +109,18 @@ public final class StackAdmin {
                 + (last == null ? "" : ": " + describe(last)));
     }
 
-    private static void ensureTopics(Admin admin, Set<String> existing, List<String> topics, int partitions,
-                                     String retentionMs, String maxMessageBytes) throws Exception {
-        Map<String, String> configs = new HashMap<>();
-        configs.put("retention.ms", retentionMs);
-        configs.put("max.message.bytes", maxMessageBytes);
-
+    private static void ensureTopics(Admin admin, Set<String> existing, List<String> topics, Set<String> compacted,
+                                     int partitions, String retentionMs, String maxMessageBytes) throws Exception {
         List<NewTopic> toCreate = new ArrayList<>();
         List<String> present = new ArrayList<>();
         for (String t : topics) {
             if (existing.contains(t)) {
                 present.add(t);
             } else {
+                Map<String, String> configs = new HashMap<>();
+                configs.put("retention.ms", retentionMs);
+                configs.put("max.message.bytes", maxMessageBytes);
+                configs.put("cleanup.policy", compacted.contains(t) ? "compact" : "delete");
                 toCreate.add(new NewTopic(t, partitions, (short) 1).configs(configs));
             }
         }
@@ -125,7 +131,8 @@ public final class StackAdmin {
                 try {
                     e.getValue().get(30, TimeUnit.SECONDS);
                     System.out.println("[stack] kafka: created topic " + e.getKey() + " (partitions=" + partitions
-                            + ", retention.ms=" + retentionMs + ", max.message.bytes=" + maxMessageBytes + ")");
+                            + ", retention.ms=" + retentionMs + ", max.message.bytes=" + maxMessageBytes
+                            + ", cleanup.policy=" + (compacted.contains(e.getKey()) ? "compact" : "delete") + ")");
                 } catch (ExecutionException ex) {
                     if (ex.getCause() instanceof TopicExistsException) {
                         present.add(e.getKey()); // raced with someone else: treat as existing

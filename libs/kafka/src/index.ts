@@ -1,3 +1,4 @@
 export * from './bus';
 export * from './dlq';
 export * from './retry';
+export * from './transport';

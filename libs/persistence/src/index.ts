@@ -6,3 +6,4 @@ export * from './ledgers';
 export * from './tokens';
 export * from './capture-sources';
 export * from './run-touch-listener';
+export * from './run-state';

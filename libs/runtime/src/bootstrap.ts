@@ -1,5 +1,6 @@
 import { Logger, type DynamicModule, type INestApplication, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
+import type { CustomTransportStrategy } from '@nestjs/microservices';
 import { fatalFailure } from './fatal';
 import { Readiness } from './health';
 
@@ -12,11 +13,15 @@ export interface ServiceOptions {
   /** False when the service installs its own body parser (the gateway does, for its limits and errors). */
   bodyParser?: boolean;
   configure?: (app: INestApplication) => void | Promise<void>;
+  /** Message transports the app's `@EventPattern` handlers run on (typically taken from its providers). */
+  transports?: (app: INestApplication) => CustomTransportStrategy[];
 }
 
 /**
- * Starts a service: its module, its HTTP port (health and, for the gateway, the API), and a clean
- * stop on SIGTERM/SIGINT that drains consumers and workers through Nest's shutdown hooks.
+ * Starts a service: its module, its message transports, its HTTP port (health and, for the gateway,
+ * the API), and a clean stop on SIGTERM/SIGINT that drains consumers and workers through Nest's
+ * shutdown: module hooks, then the transports (a consumer leaves its group once its call in flight
+ * returns), then the connections they used.
  */
 export async function runService(module: Type<unknown> | DynamicModule, options: ServiceOptions): Promise<INestApplication> {
   const logger = new Logger(options.name);
@@ -48,6 +53,10 @@ export async function runService(module: Type<unknown> | DynamicModule, options:
   };
   process.once('SIGTERM', () => void stop('SIGTERM'));
   process.once('SIGINT', () => void stop('SIGINT'));
+  for (const strategy of options.transports?.(app) ?? []) app.connectMicroservice({ strategy });
+  // Every provider is up (database migrated, Temporal connected) before the first message arrives.
+  await app.init();
+  await app.startAllMicroservices();
   await app.listen(options.port, options.host ?? '127.0.0.1');
   logger.log(`listening on http://${options.host ?? '127.0.0.1'}:${options.port} (livez, readyz)`);
   return app;
