@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Context } from '@temporalio/activity';
-import { WorkflowFailedError, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import { WorkflowFailedError, WorkflowUpdateFailedError, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { ApplicationFailure, defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type LogLevel } from '@temporalio/worker';
@@ -292,7 +292,7 @@ export class Rig {
   }
 
   /** Starts an `AgentRun` on this rig's lanes; the defaults are a short scripted run. */
-  async startAgent(name: string, input: Partial<AgentRunInput> = {}): Promise<WorkflowHandle<typeof AgentRun>> {
+  async startAgent(name: string, input: Partial<AgentRunInput> = {}): Promise<WorkflowHandleWithFirstExecutionRunId<typeof AgentRun>> {
     const runId = input.run_id ?? this.runId(name);
     const full: AgentRunInput = {
       org: this.org,
@@ -309,7 +309,7 @@ export class Rig {
     return this.track(await this.env.client.workflow.start(AgentRun, { workflowId: `${this.org}/${runId}`, taskQueue: this.lanes.agentWorkflows, args: [full] }));
   }
 
-  async startEval(name: string, input: Partial<EvalRunInput> = {}): Promise<WorkflowHandle<typeof EvalRun>> {
+  async startEval(name: string, input: Partial<EvalRunInput> = {}): Promise<WorkflowHandleWithFirstExecutionRunId<typeof EvalRun>> {
     const runId = input.run_id ?? this.runId(name);
     const full: EvalRunInput = {
       org: this.org,
