@@ -42,6 +42,9 @@ describe('EvalRun', () => {
 
       await rig.waitForCall('runCase', 'case c1 to start', (c) => (c.input as CaseRequest).case_id === 'c1');
       expect(await rejectionOf(approve('a-early', 'rev@acme'))).toBe('the run is running, not awaiting review');
+      // One slot held by c1, the other works through the rest of the queue.
+      await waitFor('the four other cases', () => rig.events(runId).filter((e) => e.type === 'case_finished').length === 4, 20_000, 20);
+      expect(rig.events(runId).some((e) => e.type === 'case_finished' && e.payload.case_id === 'c1')).toBe(false);
       firstCase.resolve();
       await rig.waitForEvent(runId, 'awaiting review', (e) => e.payload.state?.status === 'awaiting_review');
 
@@ -50,7 +53,7 @@ describe('EvalRun', () => {
       expect(await approve('a-1', 'rev@acme')).toBe('approved by rev@acme');
       expect(await handle.result()).toBe('published');
 
-      expect(mostInFlight).toBe(2);
+      expect(mostInFlight).toBeLessThanOrEqual(2);
       const view = await handle.query(evalStatusQuery);
       expect(view).toMatchObject({ status: 'published', total: 5, done: 5, counts: { ok: 3, failed: 1, ungraded: 1 }, score: 0.75, approved_by: 'rev@acme' });
       expect(view.cases).toMatchObject({
@@ -97,7 +100,7 @@ describe('EvalRun', () => {
       expect(await handle.result()).toBe('cancelled');
       await waitFor('both cases to see the cancel', () => cancelledAt.size === 2, heartbeatS * 1_000 * 3, 20);
       for (const at of cancelledAt.values()) expect(at - signalledAt).toBeLessThan(heartbeatS * 1_000);
-      expect(rig.callsOf('runCase').map((c) => (c.input as CaseRequest).case_id)).toEqual(['c1', 'c2']);
+      expect(rig.callsOf('runCase').map((c) => (c.input as CaseRequest).case_id).sort()).toEqual(['c1', 'c2']);
 
       const view = await handle.query(evalStatusQuery);
       expect(view).toMatchObject({ status: 'cancelled', done: 0, processed_command_ids: ['cancel-1'] });
