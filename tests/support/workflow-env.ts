@@ -103,6 +103,9 @@ export interface RigLanes {
   gpuEval?: Partial<EvalActivities>;
 }
 
+/** Runtime.install may be called once per module instance; jest gives each test file its own. */
+let runtimeInstalled = false;
+
 export class WorkflowTestEnv {
   /** Every run event the outboxes of this file's runs published, in publish order. */
   readonly published: RunEvent[] = [];
@@ -171,9 +174,12 @@ export class WorkflowTestEnv {
   }
 
   async stop(): Promise<void> {
-    if (this.worker?.getState() === 'RUNNING') this.worker.shutdown();
-    await this.running;
-    await this.env.teardown();
+    try {
+      if (this.worker?.getState() === 'RUNNING') this.worker.shutdown();
+      await this.running;
+    } finally {
+      await this.env.teardown();
+    }
   }
 }
 
@@ -187,8 +193,6 @@ function workerTuning(env: TestWorkflowEnvironment) {
     shutdownForceTime: '5s',
   };
 }
-
-let runtimeInstalled = false;
 
 /** A tool's answer as the CPU and GPU workers give it: a fork's reused key is served from the ledger. */
 export function toolResult(call: ToolCall, lane: string, attempt = 1): ToolResult {
@@ -249,7 +253,7 @@ let rigCount = 0;
 
 /**
  * One test's lanes (task queues of its own), the workers serving them, and what the doubles saw:
- * every activity call by name, and every run event the outbox published.
+ * every activity call by name, and (through the file's workflow worker) the events its runs published.
  */
 export class Rig {
   readonly id = `t${++rigCount}-${randomBytes(3).toString('hex')}`;
