@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import type { RunEvent } from '@agentrun/contracts';
-import { cancelRunSignal, changeGoalUpdate, pauseSignal, resumeSignal, statusQuery, type ModelCall, type ToolCall } from '@agentrun/workflows';
+import { AGENT_STATUS_KEY, cancelRunSignal, changeGoalUpdate, CURRENT_STEP_KEY, pauseSignal, resumeSignal, statusQuery, type ModelCall, type ToolCall } from '@agentrun/workflows';
 import { Deferred, failureOf, holdActivity, oneToN, rejectionOf, seqsOf, toolResult, WorkflowTestEnv } from '../support/workflow-env';
 
 let env: WorkflowTestEnv;
@@ -57,6 +57,9 @@ describe('AgentRun', () => {
       expect(child.type).toBe('ResearchAgent');
       expect(child.status.name).toBe('COMPLETED');
       expect(child.parentExecution?.workflowId).toBe(workflowId);
+      // The attributes the run upserts are registered on the test server, as the stack registers them.
+      const attributes = (await handle.describe()).typedSearchAttributes;
+      expect([attributes.get(AGENT_STATUS_KEY), attributes.get(CURRENT_STEP_KEY)]).toEqual(['done', 4]);
     });
   });
 
