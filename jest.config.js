@@ -1,6 +1,7 @@
 /**
- * Three tiers, split by file name: `*.spec.ts` are unit tests, `tests/e2e/*.e2e.ts` run against the real
- * stack, and `tests/browser/*.browser.ts` drive the dashboard in Chromium against the real stack.
+ * Tiers, split by file name: `*.spec.ts` are unit tests, `tests/workflows/*.workflow.ts` run the workflow
+ * code in-process on a Temporal dev server of their own (activities replaced by doubles), `tests/e2e/*.e2e.ts`
+ * run against the real stack, and `tests/browser/*.browser.ts` drive the dashboard in Chromium against it.
  */
 const swc = [
   '@swc/jest',
@@ -30,6 +31,15 @@ module.exports = {
       ...shared,
       displayName: 'unit',
       testMatch: ['<rootDir>/libs/**/*.spec.ts', '<rootDir>/apps/**/*.spec.ts', '<rootDir>/tests/unit/**/*.spec.ts'],
+    },
+    {
+      ...shared,
+      displayName: 'workflows',
+      testMatch: ['<rootDir>/tests/workflows/**/*.workflow.ts'],
+      globalSetup: '<rootDir>/tests/support/workflow-tier.setup.ts',
+      globalTeardown: '<rootDir>/tests/support/workflow-tier.teardown.ts',
+      setupFilesAfterEnv: ['<rootDir>/tests/support/workflow-tier.timeout.ts'],
+      slowTestThreshold: 15,
     },
     {
       ...shared,

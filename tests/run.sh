@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Every test, tier by tier, against one shared stack (started here if it is not up).
 #
-#   bash tests/run.sh           lint, unit, e2e, browser, faults (one scenario per kind)
+#   bash tests/run.sh           lint, unit (with the in-process workflow tests), e2e, browser, faults (one scenario per kind)
 #   bash tests/run.sh unit|lint|e2e|browser|faults
 #
 # Each tier's time is printed, and the last line totals the tests: "tests: N passed, N failed".
@@ -41,14 +41,22 @@ count() { # JEST_JSON
   failed=$((failed + f))
 }
 
-jest_tier() { # PROJECT [extra jest args]
-  local project="$1"
-  shift
-  rm -f "$results_dir/$project.json"
-  npx jest --selectProjects "$project" --json --outputFile="$results_dir/$project.json" "$@"
+jest_tier() { # NAME "PROJECT..." [extra jest args]
+  local name="$1" projects
+  read -r -a projects <<<"$2"
+  shift 2
+  rm -f "$results_dir/$name.json"
+  npx jest --selectProjects "${projects[@]}" --json --outputFile="$results_dir/$name.json" "$@"
   local rc=$?
-  count "$results_dir/$project.json"
+  count "$results_dir/$name.json"
   return $rc
+}
+
+# The workflow tests run the workflow code on a Temporal dev server of their own: they need the CLI
+# installed (not the stack running), so a new machine gets it here.
+unit_tier() {
+  bash deploy/local/stack.sh install temporal || return 1
+  jest_tier unit "unit workflows"
 }
 
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
@@ -57,7 +65,7 @@ fi
 tier build npm run --silent build || { echo "build failed"; exit 1; }
 
 case "$only" in all | lint) tier lint npm run --silent lint ;; esac
-case "$only" in all | unit) tier unit jest_tier unit ;; esac
+case "$only" in all | unit) tier unit unit_tier ;; esac
 case "$only" in
   all | e2e | browser | faults)
     if ! bash deploy/local/stack.sh status >/dev/null 2>&1; then
@@ -70,18 +78,18 @@ case "$only" in
   all | e2e)
     # --forceExit: the e2e tier restarts real servers and services; once every afterAll has run, a
     # socket that a restarted server left half-open must not keep the run alive (seen once in CI).
-    tier e2e jest_tier e2e --runInBand --forceExit
+    tier e2e jest_tier e2e e2e --runInBand --forceExit
     ;;
 esac
 
 browser_tier() { # the dashboard in Debian's Chromium (installed here when missing) against the real stack
   bash deploy/local/ensure-chromium.sh || return 1
-  jest_tier browser --runInBand --forceExit
+  jest_tier browser browser --runInBand --forceExit
 }
 case "$only" in all | browser) tier browser browser_tier ;; esac
 # Last: it kills services and restarts the servers. `npm test` runs one scenario per kind of fault;
 # AGENTRUN_FAULTS_MATRIX=all (npm run test:faults) runs every scenario.
-case "$only" in all | faults) tier faults jest_tier faults --runInBand --forceExit ;; esac
+case "$only" in all | faults) tier faults jest_tier faults faults --runInBand --forceExit ;; esac
 
 if [ "$started_stack" = 1 ] && [ "${AGENTRUN_KEEP_STACK:-0}" != 1 ]; then
   bash deploy/local/stack.sh down >/dev/null 2>&1 || true

@@ -5,6 +5,8 @@
 #   bash deploy/local/stack.sh down    [kafka|temporal|postgres]   stop (SIGTERM/SIGINT, then SIGKILL after a timeout)
 #   bash deploy/local/stack.sh restart [kafka|temporal|postgres]
 #   bash deploy/local/stack.sh status  [kafka|temporal|postgres]   exit 0 only if every named server is up
+#   bash deploy/local/stack.sh install [kafka|temporal|postgres]   install what is missing, start nothing
+#                                      (`install temporal` gives the workflow test tier its CLI)
 #
 # Everything lives in <repo>/.stack/ (git-ignored): opt/ (installed software), data/ (persistent
 # state), logs/ (server logs, pid files, install.log), conf/ (generated config), run/ (sockets).
@@ -749,7 +751,7 @@ status_service() { # SERVICE -> prints a line; returns 0 if up
 # ---------------------------------------------------------------------------------------------
 usage() {
   cat >&2 <<EOF
-usage: bash deploy/local/stack.sh up|down|restart|status [kafka|temporal|postgres ...]
+usage: bash deploy/local/stack.sh up|down|restart|status|install [kafka|temporal|postgres ...]
 EOF
   exit 2
 }
@@ -793,6 +795,19 @@ cmd_up() {
   say "up: ${SERVICES[*]} ready in $(($(now) - t0))s"
 }
 
+# The software only: nothing is started or configured, and no port is taken.
+cmd_install() {
+  local s
+  ensure_dirs
+  for s in "${SERVICES[@]}"; do
+    case "$s" in
+      postgres) pg_install ;;
+      kafka) kafka_install ;;
+      temporal) temporal_install && say "temporal: CLI at $TEMPORAL_BIN" ;;
+    esac
+  done
+}
+
 cmd_down() {
   local i
   # reverse order
@@ -815,7 +830,7 @@ main() {
   shift
   select_services "$@"
   case "$cmd" in
-    up | start | down | stop | restart)
+    up | start | down | stop | restart | install)
       # one mutating run at a time (e.g. CI and a test's global setup calling `up` together)
       mkdir -p "$STACK_DIR"
       exec 9>"$STACK_DIR/.lock"
@@ -824,6 +839,7 @@ main() {
   esac
   case "$cmd" in
     up | start) cmd_up ;;
+    install) cmd_install ;;
     down | stop) [ -d "$STACK_DIR" ] || { say "nothing to stop"; return 0; }; cmd_down ;;
     restart) [ -d "$STACK_DIR" ] && cmd_down; cmd_up ;;
     status) cmd_status ;;

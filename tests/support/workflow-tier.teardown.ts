@@ -1,0 +1,3 @@
+import { teardown } from './workflow-tier.setup';
+
+export default teardown;

@@ -1,0 +1,262 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import type { temporal } from '@temporalio/proto';
+import type { RunEvent } from '@agentrun/contracts';
+import { AGENT_STATUS_KEY, cancelRunSignal, changeGoalUpdate, CURRENT_STEP_KEY, pauseSignal, resumeSignal, statusQuery, type ModelCall, type ToolCall } from '@agentrun/workflows';
+import { Deferred, failureOf, holdActivity, oneToN, rejectionOf, seqsOf, toolResult, WorkflowTestEnv } from '../support/workflow-env';
+
+let env: WorkflowTestEnv;
+beforeAll(async () => {
+  env = await WorkflowTestEnv.start();
+});
+afterAll(async () => {
+  await env?.stop();
+});
+
+const statusOf = (e: RunEvent): unknown => e.payload.state?.status;
+const stepsCompleted = (events: RunEvent[]): unknown[] => events.filter((e) => e.type === 'step_completed').map((e) => e.payload.step);
+type HistoryEvent = temporal.api.history.v1.IHistoryEvent;
+const eventId = (e: HistoryEvent | undefined): number => Number(e?.eventId ?? NaN);
+
+describe('AgentRun', () => {
+  it('runs model, CPU tool, GPU tool and a ResearchAgent child, publishing seqs 1..N', async () => {
+    const rig = env.rig();
+    await rig.run(async () => {
+      const handle = await rig.startAgent('happy', { max_steps: 4 });
+      const result = await handle.result();
+      expect(result).toMatchObject({ status: 'done', steps: 4, attempts: 0, duplicates_suppressed: 0 });
+      const events = rig.events(rig.runId('happy'));
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      expect(result.last_seq).toBe(events.length);
+      expect(events.map((e) => e.type)).toEqual(['run_started', 'step_completed', 'step_completed', 'step_completed', 'child_started', 'step_completed', 'run_finished']);
+      expect(events.filter((e) => e.type === 'step_completed').map((e) => [e.payload.step, e.payload.kind, e.payload.tool ?? null])).toEqual([
+        [0, 'llm', null],
+        [1, 'tool', 'search'],
+        [2, 'tool', 'embed'],
+        [3, 'research', null],
+      ]);
+      expect(statusOf(events.at(-1)!)).toBe('done');
+      // Each call on its lane; the workspace prepared once, before any step.
+      expect(rig.calls.map((c) => [c.name, c.lane])).toEqual([
+        ['prepareWorkspace', rig.lanes.cpuTools],
+        ['callModel', rig.lanes.cpuTools],
+        ['runTool', rig.lanes.cpuTools],
+        ['runTool', rig.lanes.gpuTools],
+        ['callModel', rig.lanes.cpuTools],
+      ]);
+      // The child is a workflow of its own, keyed under its parent; its answer is the step's output.
+      const workflowId = `${rig.org}/${rig.runId('happy')}`;
+      const childId = `${workflowId}/research/3`;
+      const started = events.find((e) => e.type === 'child_started')!;
+      expect(started.payload).toMatchObject({ step: 3, child_workflow_id: childId });
+      const asked = rig.callsOf('callModel')[1].input as ModelCall;
+      expect(asked.key.startsWith(`${childId}:0:`)).toBe(true);
+      expect(asked.messages.at(-1)?.content).toBe(`research: ${started.payload.question as string}`);
+      expect(events.find((e) => e.type === 'step_completed' && e.payload.step === 3)?.payload.output).toBe('model reply at step 0');
+      const child = await rig.client.workflow.getHandle(childId).describe();
+      expect(child.type).toBe('ResearchAgent');
+      expect(child.status.name).toBe('COMPLETED');
+      expect(child.parentExecution?.workflowId).toBe(workflowId);
+      // The attributes the run upserts are registered on the test server, as the stack registers them.
+      const attributes = (await handle.describe()).typedSearchAttributes;
+      expect([attributes.get(AGENT_STATUS_KEY), attributes.get(CURRENT_STEP_KEY)]).toEqual(['done', 4]);
+    });
+  });
+
+  it('pauses mid-step: the step in flight completes, and no step starts until resume', async () => {
+    const release = new Deferred();
+    const rig = env.rig({
+      cpu: {
+        runTool: async (call) => {
+          await holdActivity(release.promise);
+          return toolResult(call, 'cpu');
+        },
+      },
+    });
+    await rig.run(async () => {
+      const runId = rig.runId('pause');
+      const handle = await rig.startAgent('pause', { max_steps: 4 });
+      await rig.waitForCall('runTool', 'the CPU tool of step 1 to start');
+      await handle.signal(pauseSignal, { command_id: 'pause-1' });
+      await rig.waitForEvent(runId, 'the pause', (e) => e.type === 'status_changed' && statusOf(e) === 'paused');
+      expect(await handle.query(statusQuery)).toMatchObject({ status: 'paused', step: 1 });
+
+      release.resolve();
+      await rig.waitForEvent(runId, 'step 1 to complete while paused', (e) => e.type === 'step_completed' && e.payload.step === 1);
+      expect(await handle.query(statusQuery)).toMatchObject({ status: 'paused', step: 2 });
+
+      await handle.signal(resumeSignal, { command_id: 'resume-1' });
+      // The same pause again (a redelivery) is a no-op: the run does not pause a second time.
+      await handle.signal(pauseSignal, { command_id: 'pause-1' });
+      expect(await handle.result()).toMatchObject({ status: 'done', steps: 4 });
+
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      expect(events.filter((e) => e.type === 'status_changed').map((e) => [statusOf(e), e.payload.command_id])).toEqual([
+        ['paused', 'pause-1'],
+        ['running', 'resume-1'],
+      ]);
+      expect(statusOf(events.find((e) => e.type === 'step_completed' && e.payload.step === 1)!)).toBe('paused');
+      expect((await handle.query(statusQuery)).processed_command_ids).toEqual(['pause-1', 'resume-1']);
+
+      // Nothing was scheduled while paused: the GPU step of step 2 comes after the resume in the history.
+      const history = (await handle.fetchHistory()).events ?? [];
+      const resumed = history.find((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'resume');
+      const gpuScheduled = history.find((e) => e.activityTaskScheduledEventAttributes?.taskQueue?.name === rig.lanes.gpuTools);
+      expect(eventId(gpuScheduled)).toBeGreaterThan(eventId(resumed));
+    });
+  });
+
+  it('a cancel command mid-step lets the step finish, starts nothing more and refuses goal changes', async () => {
+    const release = new Deferred();
+    const rig = env.rig({
+      gpu: {
+        runTool: async (call) => {
+          await holdActivity(release.promise);
+          return toolResult(call, 'gpu');
+        },
+      },
+    });
+    await rig.run(async () => {
+      const runId = rig.runId('cancel-step');
+      const handle = await rig.startAgent('cancel-step', { max_steps: 8 });
+      await rig.waitForCall('runTool', 'the GPU tool of step 2 to start', (c) => c.lane === rig.lanes.gpuTools);
+      await handle.signal(cancelRunSignal, { command_id: 'cancel-1' });
+      await rig.waitForEvent(runId, 'cancelling', (e) => statusOf(e) === 'cancelling');
+      expect(await rejectionOf(handle.executeUpdate(changeGoalUpdate, { args: [{ command_id: 'goal-late', goal: 'something else' }] }))).toBe(
+        'the run is cancelling; its goal can no longer change',
+      );
+
+      release.resolve();
+      expect(await handle.result()).toMatchObject({ status: 'cancelled', steps: 3 });
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      expect(stepsCompleted(events)).toEqual([0, 1, 2]);
+      expect(events.at(-1)).toMatchObject({ type: 'run_finished', payload: { state: { status: 'cancelled' } } });
+      // The GPU step finished and gave its lease back itself: nothing to compensate, no research started.
+      expect(events.some((e) => e.type === 'compensated' || e.type === 'child_started')).toBe(false);
+      expect(rig.callsOf('compensate')).toEqual([]);
+    });
+  });
+
+  it('a Temporal cancel mid-GPU-step cancels the tool and releases its lease through the saga', async () => {
+    const cancelled = new Deferred<unknown>();
+    const rig = env.rig({
+      gpu: {
+        runTool: async () => {
+          try {
+            await holdActivity(new Promise(() => undefined));
+          } catch (err) {
+            cancelled.resolve(err);
+            throw err;
+          }
+          throw new Error('a held tool only ends by being cancelled');
+        },
+      },
+    });
+    await rig.run(async () => {
+      const runId = rig.runId('temporal-cancel');
+      const handle = await rig.startAgent('temporal-cancel', { max_steps: 8 });
+      const gpuCall = await rig.waitForCall('runTool', 'the GPU tool of step 2 to start', (c) => c.lane === rig.lanes.gpuTools);
+      await handle.cancel();
+
+      expect(await failureOf(handle.result())).toBeInstanceOf(CancelledFailure);
+      expect(await cancelled.promise).toBeInstanceOf(CancelledFailure);
+      const lease = `release_gpu:${(gpuCall.input as ToolCall).key}`;
+      expect(rig.callsOf('compensate').map((c) => c.input)).toEqual([{ org: rig.org, run_id: runId, name: lease }]);
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      expect(stepsCompleted(events)).toEqual([0, 1]);
+      expect(events.slice(-2).map((e) => [e.type, e.payload.name ?? null, statusOf(e)])).toEqual([
+        ['compensated', lease, 'running'],
+        ['run_finished', null, 'cancelled'],
+      ]);
+    });
+  });
+
+  it('change-goal: the validator refuses with its message, an accepted goal steers later steps, a repeat is ignored', async () => {
+    const release = new Deferred();
+    const rig = env.rig({
+      cpu: {
+        runTool: async (call) => {
+          await holdActivity(release.promise);
+          return toolResult(call, 'cpu');
+        },
+      },
+    });
+    await rig.run(async () => {
+      const runId = rig.runId('goal');
+      const handle = await rig.startAgent('goal', { max_steps: 4, goal: 'first goal' });
+      await rig.waitForCall('runTool', 'the CPU tool of step 1 to start');
+      const change = (command_id: string, goal: string) => handle.executeUpdate(changeGoalUpdate, { args: [{ command_id, goal }] });
+
+      expect(await rejectionOf(change('g-empty', ''))).toBe('goal must not be empty');
+      expect(await rejectionOf(change('g-blank', '   '))).toBe('goal must not be empty');
+      expect(await rejectionOf(change('g-long', 'x'.repeat(501)))).toBe('goal must be at most 500 characters');
+      expect(await rejectionOf(change('', 'a goal'))).toBe('command_id is required');
+      // Characters are code points: 500 emoji (1,000 UTF-16 units) are 500 characters.
+      const emoji = '\u{1F600}'.repeat(500);
+      expect(await change('g-emoji', emoji)).toBe(`goal changed from 'first goal' to '${emoji}'`);
+      expect(await change('g-final', 'second goal')).toBe(`goal changed from '${emoji}' to 'second goal'`);
+      expect(await change('g-final', 'third goal')).toBe('ignored: command g-final already applied');
+      expect(await handle.query(statusQuery)).toMatchObject({ goal: 'second goal', step: 1 });
+
+      release.resolve();
+      expect(await handle.result()).toMatchObject({ status: 'done', steps: 4 });
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      expect(events.filter((e) => e.type === 'goal_changed').map((e) => [e.payload.command_id, e.payload.previous_goal, e.payload.state?.goal])).toEqual([
+        ['g-emoji', 'first goal', emoji],
+        ['g-final', emoji, 'second goal'],
+      ]);
+      // Later steps work toward the new goal.
+      expect(events.find((e) => e.type === 'child_started')?.payload.question).toBe('what is still missing for: second goal');
+      // Refused updates never reach the history; accepted ones (the ignored repeat too) do.
+      const history = (await handle.fetchHistory()).events ?? [];
+      const accepted = history.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes).map((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta?.updateId);
+      expect(accepted).toHaveLength(3);
+      expect(history.some((e) => e.workflowExecutionUpdateRejectedEventAttributes)).toBe(false);
+    });
+  });
+
+  it('a GPU lane nobody serves fails the run with lane_stalled after its schedule-to-start timeout', async () => {
+    const rig = env.rig({ gpu: 'unserved' });
+    await rig.run(async () => {
+      const runId = rig.runId('stalled');
+      const handle = await rig.startAgent('stalled', { max_steps: 8, timeouts: { tool_start_to_close_s: 30, tool_heartbeat_s: 5, gpu_schedule_to_start_s: 1 } });
+      const failure = await failureOf(handle.result());
+      expect(failure).toBeInstanceOf(ApplicationFailure);
+      expect((failure as ApplicationFailure).type).toBe('lane_stalled');
+      expect(failure?.message).toBe(`lane stalled: no worker took 'embed' from task queue '${rig.lanes.gpuTools}' in time`);
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      expect(stepsCompleted(events)).toEqual([0, 1]);
+      expect(events.at(-1)).toMatchObject({ type: 'run_finished', payload: { state: { status: 'failed', reason: 'lane_stalled', message: failure?.message } } });
+    });
+  });
+
+  it('a tool that fails once is retried and counted; bad arguments fail the run at once', async () => {
+    const rig = env.rig({
+      cpu: {
+        runTool: async (call) => {
+          const { attempt } = Context.current().info;
+          if (call.args.step === 1 && attempt === 1) throw new Error('transient: connection reset');
+          if (call.args.step === 5) throw ApplicationFailure.nonRetryable(`no such file: ${call.args.query}`, 'BadArguments');
+          return toolResult(call, 'cpu', attempt);
+        },
+      },
+    });
+    await rig.run(async () => {
+      const runId = rig.runId('flaky');
+      const handle = await rig.startAgent('flaky', { max_steps: 8 });
+      const failure = await failureOf(handle.result());
+      expect((failure as ApplicationFailure).type).toBe('activity_failed');
+      expect(failure?.message).toBe('no such file: find the answer');
+      const events = rig.events(runId);
+      expect(events.find((e) => e.type === 'step_completed' && e.payload.step === 1)?.payload.attempt).toBe(2);
+      expect(rig.callsOf('runTool').filter((c) => (c.input as ToolCall).args.step === 5)).toHaveLength(1);
+      expect(events.at(-1)).toMatchObject({ type: 'run_finished', payload: { state: { status: 'failed', reason: 'activity_failed' } } });
+      expect((await handle.query(statusQuery)).attempts).toBe(1);
+    });
+  });
+});

@@ -1,0 +1,117 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
+import { approveUpdate, cancelEvalSignal, evalStatusQuery, type CaseRequest } from '@agentrun/workflows';
+import { waitFor } from '../support/wait';
+import { Deferred, holdActivity, oneToN, rejectionOf, seqsOf, WorkflowTestEnv } from '../support/workflow-env';
+
+let env: WorkflowTestEnv;
+beforeAll(async () => {
+  env = await WorkflowTestEnv.start();
+});
+afterAll(async () => {
+  await env?.stop();
+});
+
+describe('EvalRun', () => {
+  it('fans cases out within its parallelism, grades failures, and publishes once a listed reviewer approves', async () => {
+    const firstCase = new Deferred();
+    let inFlight = 0;
+    let mostInFlight = 0;
+    const rig = env.rig({
+      gpuEval: {
+        runCase: async (request: CaseRequest) => {
+          inFlight += 1;
+          mostInFlight = Math.max(mostInFlight, inFlight);
+          try {
+            const { attempt } = Context.current().info;
+            if (request.case_id === 'c1') await holdActivity(firstCase.promise);
+            if (request.case_id === 'c2') throw ApplicationFailure.nonRetryable('wrong answer', 'CaseFailed', { error_type: 'agent_error' });
+            if (request.case_id === 'c3') throw ApplicationFailure.nonRetryable('sandbox lost', 'CaseFailed', { error_type: 'infra_error' });
+            if (request.case_id === 'c4' && attempt === 1) throw new Error('GPU hiccup');
+            return { key: request.key, case_id: request.case_id, ok: true, score: 1, attempt, duplicate: false };
+          } finally {
+            inFlight -= 1;
+          }
+        },
+      },
+    });
+    await rig.run(async () => {
+      const runId = rig.runId('review');
+      const handle = await rig.startEval('review', { case_ids: ['c1', 'c2', 'c3', 'c4', 'c5'], parallelism: 2, errored_ungraded: true, reviewers: ['rev@acme'] });
+      const approve = (command_id: string, reviewer: string) => handle.executeUpdate(approveUpdate, { args: [{ command_id, reviewer }] });
+
+      await rig.waitForCall('runCase', 'case c1 to start', (c) => (c.input as CaseRequest).case_id === 'c1');
+      expect(await rejectionOf(approve('a-early', 'rev@acme'))).toBe('the run is running, not awaiting review');
+      // One slot held by c1, the other works through the rest of the queue.
+      await waitFor('the four other cases', () => rig.events(runId).filter((e) => e.type === 'case_finished').length === 4, 20_000, 20);
+      expect(rig.events(runId).some((e) => e.type === 'case_finished' && e.payload.case_id === 'c1')).toBe(false);
+      firstCase.resolve();
+      await rig.waitForEvent(runId, 'awaiting review', (e) => e.payload.state?.status === 'awaiting_review');
+
+      expect(await rejectionOf(approve('a-stranger', 'eve@acme'))).toBe("not_a_reviewer: 'eve@acme' is not a reviewer of this run");
+      expect(await rejectionOf(approve('', 'rev@acme'))).toBe('command_id is required');
+      expect(await approve('a-1', 'rev@acme')).toBe('approved by rev@acme');
+      expect(await handle.result()).toBe('published');
+
+      expect(mostInFlight).toBeLessThanOrEqual(2);
+      const view = await handle.query(evalStatusQuery);
+      expect(view).toMatchObject({ status: 'published', total: 5, done: 5, counts: { ok: 3, failed: 1, ungraded: 1 }, score: 0.75, approved_by: 'rev@acme' });
+      expect(view.cases).toMatchObject({
+        c2: { status: 'failed', score: 0, error_type: 'agent_error' },
+        c3: { status: 'ungraded', error_type: 'infra_error' },
+        c4: { status: 'ok', attempts: 2 },
+      });
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      expect(events.map((e) => e.type)).toEqual(['run_started', ...Array(5).fill('case_finished'), 'status_changed', 'status_changed', 'run_finished']);
+      expect(events.slice(-3).map((e) => [e.payload.state?.status, e.payload.reviewer ?? null])).toEqual([
+        ['awaiting_review', null],
+        ['published', 'rev@acme'],
+        ['published', null],
+      ]);
+      // A benchmark failure is a result, never retried; the hiccup was.
+      expect(rig.callsOf('runCase').map((c) => (c.input as CaseRequest).case_id).sort()).toEqual(['c1', 'c2', 'c3', 'c4', 'c4', 'c5']);
+    });
+  });
+
+  it('a cancel reaches every running case within one heartbeat timeout, and no further case starts', async () => {
+    const heartbeatS = 2;
+    const cancelledAt = new Map<string, number>();
+    const rig = env.rig({
+      gpuEval: {
+        runCase: async (request: CaseRequest) => {
+          try {
+            await holdActivity(new Promise(() => undefined));
+          } catch (err) {
+            if (err instanceof CancelledFailure) cancelledAt.set(request.case_id, Date.now());
+            throw err;
+          }
+          throw new Error('a held case only ends by being cancelled');
+        },
+      },
+    });
+    await rig.run(async () => {
+      const runId = rig.runId('cancel');
+      const handle = await rig.startEval('cancel', { case_ids: ['c1', 'c2', 'c3', 'c4'], parallelism: 2, case_heartbeat_s: heartbeatS });
+      await rig.waitForCall('runCase', 'two cases in flight', () => rig.callsOf('runCase').length === 2);
+      const signalledAt = Date.now();
+      await handle.signal(cancelEvalSignal, { command_id: 'cancel-1' });
+
+      expect(await handle.result()).toBe('cancelled');
+      await waitFor('both cases to see the cancel', () => cancelledAt.size === 2, heartbeatS * 1_000 * 3, 20);
+      for (const at of cancelledAt.values()) expect(at - signalledAt).toBeLessThan(heartbeatS * 1_000);
+      expect(rig.callsOf('runCase').map((c) => (c.input as CaseRequest).case_id).sort()).toEqual(['c1', 'c2']);
+
+      const view = await handle.query(evalStatusQuery);
+      expect(view).toMatchObject({ status: 'cancelled', done: 0, processed_command_ids: ['cancel-1'] });
+      expect(Object.values(view.cases).every((c) => c.status === 'pending')).toBe(true);
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      expect(events.map((e) => [e.type, e.payload.state?.status])).toEqual([
+        ['run_started', 'running'],
+        ['status_changed', 'cancelling'],
+        ['run_finished', 'cancelled'],
+      ]);
+    });
+  });
+});
