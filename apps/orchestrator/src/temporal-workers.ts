@@ -2,7 +2,7 @@ import { Inject, Injectable } from '@nestjs/common';
 import { createAgentActivities, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { FaultPoints } from '@agentrun/config';
-import { lanesFor } from '@agentrun/commands';
+import { lanesFor } from '@agentrun/contracts';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { OrchestratorConfig } from './config';

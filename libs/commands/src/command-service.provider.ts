@@ -1,11 +1,11 @@
 import type { FactoryProvider } from '@nestjs/common';
-import type { PlatformConfig } from '@agentrun/config';
+import type { RunDefaultsConfig, TemporalConfig } from '@agentrun/config';
 import { Database, Kafka, Temporal } from '@agentrun/runtime';
 import { CommandService } from './command.service';
 import { agentDefaultsOf, createCommandService, evalDefaultsOf } from './wiring';
 
 /** The command service as a Nest provider, for every service that accepts commands. */
-export function commandServiceProvider(config: PlatformConfig): FactoryProvider<CommandService> {
+export function commandServiceProvider(config: RunDefaultsConfig & Pick<TemporalConfig, 'AGENTRUN_TASK_QUEUE_PREFIX'>): FactoryProvider<CommandService> {
   return {
     provide: CommandService,
     inject: [Temporal, Database, Kafka],

@@ -9,5 +9,3 @@ export * from './adapters/temporal-run-directory';
 export * from './adapters/kafka-outcome-publisher';
 export * from './wiring';
 export * from './command-service.provider';
-// Lanes belong to the contracts; kept here while the orchestrator still imports them from this lib.
-export { lanesFor } from '@agentrun/contracts';

@@ -1,5 +1,5 @@
 import type { Client } from '@temporalio/client';
-import type { PlatformConfig } from '@agentrun/config';
+import type { RunDefaultsConfig } from '@agentrun/config';
 import { TOPICS } from '@agentrun/contracts';
 import type { KafkaBus } from '@agentrun/kafka';
 import { CommandLedger, SnapshotManifest } from '@agentrun/persistence';
@@ -38,7 +38,7 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
 }
 
 /** The run defaults from a service's configuration. */
-export function agentDefaultsOf(config: Pick<PlatformConfig, 'AGENTRUN_STEPS_PER_EXECUTION' | 'AGENTRUN_HISTORY_MAX_EVENTS' | 'AGENTRUN_HISTORY_MAX_BYTES' | 'AGENTRUN_RESEARCH_EVERY' | 'AGENTRUN_TOOL_START_TO_CLOSE_S' | 'AGENTRUN_TOOL_HEARTBEAT_S' | 'AGENTRUN_GPU_SCHEDULE_TO_START_S'>): AgentDefaults {
+export function agentDefaultsOf(config: Pick<RunDefaultsConfig, 'AGENTRUN_STEPS_PER_EXECUTION' | 'AGENTRUN_HISTORY_MAX_EVENTS' | 'AGENTRUN_HISTORY_MAX_BYTES' | 'AGENTRUN_RESEARCH_EVERY' | 'AGENTRUN_TOOL_START_TO_CLOSE_S' | 'AGENTRUN_TOOL_HEARTBEAT_S' | 'AGENTRUN_GPU_SCHEDULE_TO_START_S'>): AgentDefaults {
   return {
     steps_per_execution: config.AGENTRUN_STEPS_PER_EXECUTION,
     history_budget: { events: config.AGENTRUN_HISTORY_MAX_EVENTS, bytes: config.AGENTRUN_HISTORY_MAX_BYTES },
@@ -52,6 +52,6 @@ export function agentDefaultsOf(config: Pick<PlatformConfig, 'AGENTRUN_STEPS_PER
 }
 
 /** The eval defaults from a service's configuration. */
-export function evalDefaultsOf(config: Pick<PlatformConfig, 'EVAL_PARALLELISM' | 'AGENTRUN_ERRORED_TURN_UNGRADED' | 'EVAL_CASE_HEARTBEAT_S'>): EvalDefaults {
+export function evalDefaultsOf(config: Pick<RunDefaultsConfig, 'EVAL_PARALLELISM' | 'AGENTRUN_ERRORED_TURN_UNGRADED' | 'EVAL_CASE_HEARTBEAT_S'>): EvalDefaults {
   return { parallelism: config.EVAL_PARALLELISM, errored_ungraded: config.AGENTRUN_ERRORED_TURN_UNGRADED, case_heartbeat_s: config.EVAL_CASE_HEARTBEAT_S };
 }

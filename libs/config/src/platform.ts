@@ -96,12 +96,6 @@ export type WorkspaceConfig = ConfigOf<typeof workspaceSpec>;
 export type ToolActivityConfig = ConfigOf<typeof toolActivitySpec>;
 export type RunDefaultsConfig = ConfigOf<typeof runDefaultsSpec>;
 
-/**
- * What the command path reads from a service's configuration: the task-queue prefix and the run
- * defaults. Kept under this name for the code that still names it; new code takes the group types.
- */
-export type PlatformConfig = Pick<TemporalConfig, 'AGENTRUN_TASK_QUEUE_PREFIX'> & RunDefaultsConfig;
-
 /** Timeouts that fault tests must not wait out: the test profile shortens them. */
 export function kafkaTimings(config: Pick<ProfileConfig, 'AGENTRUN_PROFILE'>) {
   return config.AGENTRUN_PROFILE === 'test'
