@@ -14,7 +14,7 @@ const LINT_ONE_FILE = `
 const { ESLint } = require('eslint');
 new ESLint({ cwd: process.cwd() })
   .lintFiles([process.argv[1]])
-  .then(([result]) => process.stdout.write(JSON.stringify(result.messages.map((m) => ({ line: m.line, rule: m.ruleId, severity: m.severity })))));
+  .then(([result]) => process.stdout.write('\\nlint-result ' + JSON.stringify(result.messages.map((m) => ({ line: m.line, rule: m.ruleId, severity: m.severity })))));
 `;
 
 describe('lint and focused or disabled tests', () => {
@@ -39,7 +39,9 @@ describe('lint and focused or disabled tests', () => {
       // As when Nx runs lint: the config then skips computing the project graph, which these rules do not need.
       env: { ...process.env, NX_DAEMON: 'false', NX_TASK_TARGET_PROJECT: 'config' },
     });
-    expect(JSON.parse(stdout)).toEqual([
+    // Nx may print warnings of its own (e.g. about its project-graph cache) before the result line.
+    const resultLine = stdout.split('\n').find((line) => line.startsWith('lint-result '));
+    expect(JSON.parse(resultLine?.slice('lint-result '.length) ?? 'null')).toEqual([
       { line: 1, rule: 'jest/no-focused-tests', severity: 2 },
       { line: 2, rule: 'jest/no-disabled-tests', severity: 2 },
       { line: 3, rule: 'jest/no-disabled-tests', severity: 2 },
