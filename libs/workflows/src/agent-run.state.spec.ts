@@ -28,7 +28,7 @@ describe('the AgentRun state', () => {
     expect(next.result(7)).toEqual({ status: 'running', steps: 1, attempts: 1, duplicates_suppressed: 1, last_seq: 7 });
   });
 
-  it('hands over at the step budget or the history budget, never on an execution's first step', () => {
+  it("hands over at the step budget or the history budget, never on an execution's first step", () => {
     const run = new AgentLoopState({ ...input, steps_per_execution: 2 }, 'acme/r1');
     expect(run.dueForHandOver({ ...quiet, continueAsNewSuggested: true })).toBe(false);
     run.recordStep('llm', outcome);
