@@ -8,7 +8,8 @@
  * - `@nx/enforce-module-boundaries` driven by the tags in each project.json.
  * - No focused or disabled tests (`.only`, `.skip`, `fit`, `xit`, `test.todo`, ...) anywhere.
  * - Workflow code (libs/workflows/src) may import only `@temporalio/workflow`, `@agentrun/contracts` and
- *   relative files: it runs in Temporal's deterministic sandbox and is bundled by webpack.
+ *   relative files: it runs in Temporal's deterministic sandbox and is bundled by webpack. Its functions stay
+ *   under 150 lines: a workflow is a thin function over small units (state, handlers, steps, lifecycle).
  */
 import { existsSync } from 'node:fs';
 import { builtinModules } from 'node:module';
@@ -176,6 +177,7 @@ export default tseslint.config(
     rules: {
       'no-restricted-imports': 'off',
       '@typescript-eslint/no-restricted-imports': workflowImportBans,
+      'max-lines-per-function': ['error', { max: 150, skipBlankLines: true, skipComments: true }],
     },
   },
   prettier,

@@ -1,4 +1,4 @@
-import { planLlm } from './agent-run.workflow';
+import { planLlm } from './agent-run.plan';
 import type { ModelReply } from './agent-run.types';
 import { applyReply, applyToolResult, cancelPending, startConversation, trimConversation } from './conversation';
 

@@ -1,7 +1,9 @@
 export * from './agent-run.types';
 export * from './definitions';
 export * from './search-attributes';
-export { AgentRun, plan, planLlm, DEFAULT_HISTORY_BUDGET, DEFAULT_RESEARCH_EVERY, DEFAULT_TIMEOUTS, type PlanState, type Step } from './agent-run.workflow';
+export { AgentRun } from './agent-run.workflow';
+export { plan, planLlm, type PlanState, type Step } from './agent-run.plan';
+export { DEFAULT_HISTORY_BUDGET, DEFAULT_RESEARCH_EVERY, DEFAULT_TIMEOUTS } from './agent-run.state';
 export { ResearchAgent } from './research-agent.workflow';
 export * from './conversation';
 export * from './eval-run.types';

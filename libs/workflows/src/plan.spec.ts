@@ -1,4 +1,4 @@
-import { plan, type PlanState } from './agent-run.workflow';
+import { plan, type PlanState } from './agent-run.plan';
 import { digest } from './digest';
 
 describe('plan', () => {

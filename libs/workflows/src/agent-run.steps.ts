@@ -1,0 +1,207 @@
+import { ActivityFailure, ApplicationFailure, executeChild, proxyActivities, TimeoutFailure, upsertSearchAttributes } from '@temporalio/workflow';
+import type { AgentActivities, AgentRunInput, ModelCall, ToolCall, ToolResult, ToolTimeouts } from './agent-run.types';
+import type { Step } from './agent-run.plan';
+import type { AgentLoopState, StepOutcome } from './agent-run.state';
+import { applyReply, applyToolResult, LLM_TOOL_LANES } from './conversation';
+import { digest } from './digest';
+import type { Outbox } from './outbox';
+import { ResearchAgent } from './research-agent.workflow';
+import { FOREVER, MODEL_RETRY, TOOL_RETRY } from './retry-policies';
+import { CURRENT_STEP_KEY } from './search-attributes';
+
+const PRIORITY_FOR_TIER = { enterprise: 1, team: 3, batch: 5 } as const;
+
+type ToolStep = Extract<Step, { kind: 'tool' }>;
+
+/** The activity stubs of one run, each with the bounds of its lane. */
+export interface AgentRunActivities {
+  cpu: AgentActivities;
+  gpu: AgentActivities;
+  model: AgentActivities;
+  restorer: AgentActivities;
+  saga: AgentActivities;
+}
+
+export function agentRunActivities(input: AgentRunInput, timeouts: ToolTimeouts): AgentRunActivities {
+  const cpu = proxyActivities<AgentActivities>({
+    taskQueue: input.lanes.cpuTools,
+    startToCloseTimeout: `${timeouts.tool_start_to_close_s}s`,
+    heartbeatTimeout: `${timeouts.tool_heartbeat_s}s`,
+    retry: TOOL_RETRY,
+  });
+  const gpu = proxyActivities<AgentActivities>({
+    taskQueue: input.lanes.gpuTools,
+    // A lane nobody serves fails the run clearly instead of waiting forever.
+    scheduleToStartTimeout: `${timeouts.gpu_schedule_to_start_s}s`,
+    startToCloseTimeout: `${timeouts.tool_start_to_close_s}s`,
+    heartbeatTimeout: `${timeouts.tool_heartbeat_s}s`,
+    retry: TOOL_RETRY,
+    priority: { priorityKey: PRIORITY_FOR_TIER[input.tier], fairnessKey: input.org, fairnessWeight: 1 },
+  });
+  const model = proxyActivities<AgentActivities>({
+    taskQueue: input.lanes.cpuTools,
+    scheduleToCloseTimeout: '2m',
+    startToCloseTimeout: '30s',
+    retry: MODEL_RETRY,
+  });
+  // A restore streams a whole workspace (up to SNAPSHOT_RESTORE_MAX_BYTES): a longer bound, kept alive by heartbeats.
+  const restorer = proxyActivities<AgentActivities>({
+    taskQueue: input.lanes.cpuTools,
+    startToCloseTimeout: '30m',
+    heartbeatTimeout: `${Math.max(timeouts.tool_heartbeat_s, 10)}s`,
+    retry: { ...TOOL_RETRY, nonRetryableErrorTypes: ['BadArguments', 'SnapshotUnusable'] },
+  });
+  const saga = proxyActivities<AgentActivities>({ taskQueue: input.lanes.cpuTools, startToCloseTimeout: '30s', retry: FOREVER });
+  return { cpu, gpu, model, restorer, saga };
+}
+
+/**
+ * Runs the steps `plan()` chooses: tools on their lanes, model calls, research children. Every call
+ * is keyed by the workflow id and the step, so a retry or a fork meets the effect it already had.
+ *
+ * Each method awaits its activity once and returns: the workflow resumes after the same number of
+ * microtask turns as when these were inline closures, which keeps the order of commands that saved
+ * histories recorded (a command issued one turn later can land after another coroutine's).
+ */
+export class StepExecutor {
+  constructor(
+    private readonly input: AgentRunInput,
+    private readonly run: AgentLoopState,
+    private readonly activities: AgentRunActivities,
+    private readonly outbox: Outbox,
+  ) {}
+
+  /** A tool `plan()` chose. */
+  async tool(next: ToolStep): Promise<StepOutcome> {
+    const { call, hold } = this.toolCall(next);
+    let result: ToolResult;
+    try {
+      result = await this.lane(next).runTool(call);
+    } catch (err) {
+      throw this.stalled(next, err);
+    }
+    this.release(hold);
+    return {
+      output: result.output,
+      attempt: result.attempt,
+      duplicate: result.duplicate,
+      tool: result.tool,
+      lane: result.lane,
+      ...(result.resumed_from_tick ? { resumed_from_tick: result.resumed_from_tick } : {}),
+      ...(result.output_ref ? { output_ref: result.output_ref } : {}),
+    };
+  }
+
+  /** A tool the model asked for: its result, or the error its arguments caused, goes back to the model. */
+  async requestedTool(next: ToolStep, callId: string): Promise<StepOutcome> {
+    const { call, hold } = this.toolCall(next);
+    let result: ToolResult;
+    try {
+      result = await this.lane(next).runTool(call);
+    } catch (err) {
+      const failure = this.stalled(next, err);
+      if (!(failure instanceof ActivityFailure && failure.cause instanceof ApplicationFailure && failure.cause.type === 'BadArguments')) throw failure;
+      this.run.conversation = applyToolResult(this.run.conversation, callId, `error: ${failure.cause.message}`);
+      return { output: `error: ${failure.cause.message}`, attempt: 1, duplicate: false, tool: next.tool, lane: next.lane };
+    }
+    this.release(hold);
+    this.run.conversation = applyToolResult(this.run.conversation, callId, result.output);
+    return { output: result.output, attempt: result.attempt, duplicate: result.duplicate, tool: result.tool, lane: result.lane, output_ref: result.output_ref };
+  }
+
+  /** A model call of the scripted policy: one prompt toward the goal. */
+  async think(prompt: string): Promise<StepOutcome> {
+    const reply = await this.askModel(
+      prompt,
+      [
+        { role: 'system', content: `You are an agent working toward this goal: ${this.run.goal}` },
+        { role: 'user', content: prompt },
+      ],
+      [],
+    );
+    return { output: reply.content, attempt: reply.attempt, duplicate: reply.duplicate };
+  }
+
+  /** One model turn of the `llm` policy: the whole conversation, every tool on offer. */
+  async converse(): Promise<StepOutcome> {
+    const { conversation } = this.run;
+    const last = conversation.messages[conversation.messages.length - 1];
+    const reply = await this.askModel(JSON.stringify(last), conversation.messages, Object.keys(LLM_TOOL_LANES));
+    this.run.conversation = applyReply(this.run.conversation, reply);
+    const called = reply.tool_calls.map((c) => c.name).join(', ');
+    return { output: called ? `called ${called}` : reply.content, attempt: reply.attempt, duplicate: reply.duplicate };
+  }
+
+  /** A `ResearchAgent` child: its own history; this run sees its answer. */
+  async research(question: string): Promise<string> {
+    const { run, input } = this;
+    const childId = `${run.workflowId}/research/${run.step}`;
+    run.noteChild(childId);
+    this.outbox.emit('child_started', { step: run.step, child_workflow_id: childId, question });
+    return executeChild(ResearchAgent, {
+      workflowId: childId,
+      taskQueue: input.lanes.agentWorkflows,
+      workflowExecutionTimeout: '10m',
+      args: [{ org: input.org, run_id: input.run_id, question, lanes: input.lanes }],
+    });
+  }
+
+  /** Takes a finished step into the state and publishes it. */
+  completed(next: Exclude<Step, { kind: 'finish' }>, done: StepOutcome): void {
+    this.run.recordStep(next.kind, done);
+    upsertSearchAttributes([{ key: CURRENT_STEP_KEY, value: this.run.step }]);
+    this.outbox.emit('step_completed', {
+      step: this.run.step - 1,
+      kind: next.kind,
+      ...(done.tool ? { tool: done.tool, lane: done.lane } : {}),
+      ...(done.resumed_from_tick ? { resumed_from_tick: done.resumed_from_tick } : {}),
+      ...(done.output_ref ? { output_ref: done.output_ref } : {}),
+      attempt: done.attempt,
+      duplicate: done.duplicate,
+      output: done.output.slice(0, 2_000),
+    });
+  }
+
+  private lane(next: ToolStep): AgentActivities {
+    return next.lane === 'gpu' ? this.activities.gpu : this.activities.cpu;
+  }
+
+  /** The call and, on the GPU lane, the saga step that must be undone if the run is cancelled holding it. */
+  private toolCall(next: ToolStep): { call: ToolCall; hold: string | undefined } {
+    const { run, input } = this;
+    const call: ToolCall = {
+      key: `${run.workflowId}:${run.step}:${digest(next.tool, JSON.stringify(next.args))}`,
+      org: input.org,
+      run_id: input.run_id,
+      tool: next.tool,
+      args: next.args,
+    };
+    const reuse = run.reuseKeyFor(call.key);
+    if (reuse) call.reuse_key = reuse;
+    const hold = next.lane === 'gpu' ? `release_gpu:${call.key}` : undefined;
+    if (hold) run.compensations.push(hold);
+    return { call, hold };
+  }
+
+  private release(hold: string | undefined): void {
+    if (hold) this.run.compensations.splice(this.run.compensations.indexOf(hold), 1);
+  }
+
+  /** A task queue no worker took the call from in time is a lane stalled: the run fails, naming the lane. */
+  private stalled(next: ToolStep, err: unknown): unknown {
+    if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_START') {
+      return ApplicationFailure.nonRetryable(
+        `lane stalled: no worker took '${next.tool}' from task queue '${next.lane === 'gpu' ? this.input.lanes.gpuTools : this.input.lanes.cpuTools}' in time`,
+        'LaneStalled',
+      );
+    }
+    return err;
+  }
+
+  /** One model call, keyed by this step and what it answers; a fork reuses its parent's reply for the same key. */
+  private askModel(seed: string, messages: ModelCall['messages'], tools: string[]) {
+    const key = `${this.run.workflowId}:${this.run.step}:${digest(seed)}`;
+    const reuse = this.run.reuseKeyFor(key);
+    return this.activities.model.callModel({ key, ...(reuse ? { reuse_key: reuse } : {}), org: this.input.org, run_id: this.input.run_id, messages, tools });
+  }
+}
