@@ -183,6 +183,9 @@ export const RUN_EVENT_FIELDS = {
   }),
 } satisfies Record<RunEventType, TObject>;
 
+/** The fields an event type adds to its payload; whoever emits it attaches the run's state. */
+export type RunEventFieldsOf<T extends RunEventType> = Static<(typeof RUN_EVENT_FIELDS)[T]>;
+
 /** Which kinds of run publish each event type. */
 export const RUN_EVENT_KINDS = {
   run_started: ['agent', 'eval'],

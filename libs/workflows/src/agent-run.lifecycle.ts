@@ -1,10 +1,10 @@
 import { ActivityFailure, allHandlersFinished, ApplicationFailure, CancellationScope, condition, isCancellation, upsertSearchAttributes } from '@temporalio/workflow';
-import type { AgentStatus, RunEventType } from '@agentrun/contracts';
+import type { AgentStatus } from '@agentrun/contracts';
 import type { AgentCarry, AgentRunInput, RestoreResult } from './agent-run.types';
 import type { AgentLoopState } from './agent-run.state';
 import type { AgentRunActivities } from './agent-run.steps';
 import { cancelPending } from './conversation';
-import type { Outbox } from './outbox';
+import type { EmitFields, Outbox, StatusEventType } from './outbox';
 import { AGENT_STATUS_KEY, CURRENT_STEP_KEY } from './search-attributes';
 import type { SnapshotSeries } from './snapshot-series';
 
@@ -29,13 +29,13 @@ export class RunLifecycle {
     private readonly activities: Pick<AgentRunActivities, 'cpu' | 'restorer' | 'saga'>,
   ) {}
 
-  setStatus(next: AgentStatus, type: RunEventType = 'status_changed', extra: Record<string, unknown> = {}): void {
+  setStatus<T extends StatusEventType = 'status_changed'>(next: AgentStatus, type?: T, ...fields: EmitFields<T>): void {
     this.run.status = next;
     upsertSearchAttributes([
       { key: AGENT_STATUS_KEY, value: next },
       { key: CURRENT_STEP_KEY, value: this.run.step },
     ]);
-    this.outbox.emit(type, extra);
+    this.outbox.emit((type ?? 'status_changed') as T, ...fields);
   }
 
   /** Announced first, so watchers see the run the moment it exists; the workspace comes next. */

@@ -1,4 +1,5 @@
-import { LLM_TOOL_LANES, type Conversation } from './conversation';
+import { TOOL_LANES } from '@agentrun/contracts';
+import type { Conversation } from './conversation';
 
 export type Step =
   | { kind: 'llm'; prompt: string }
@@ -42,7 +43,7 @@ export function plan(state: PlanState): Step {
 export function planLlm(state: { step: number; max_steps: number; conversation: Conversation }): Step {
   if (state.step >= state.max_steps) return { kind: 'finish' };
   const [call] = state.conversation.pending;
-  if (call) return { kind: 'tool', tool: call.name, lane: LLM_TOOL_LANES[call.name], args: call.args, call_id: call.id };
+  if (call) return { kind: 'tool', tool: call.name, lane: TOOL_LANES[call.name], args: call.args, call_id: call.id };
   if (state.conversation.answer !== undefined) return { kind: 'finish' };
   return { kind: 'llm', prompt: '' };
 }

@@ -1,8 +1,9 @@
 import { ActivityFailure, ApplicationFailure, executeChild, proxyActivities, TimeoutFailure, upsertSearchAttributes } from '@temporalio/workflow';
+import { TOOL_NAMES } from '@agentrun/contracts';
 import type { AgentActivities, AgentRunInput, ModelCall, ToolCall, ToolResult, ToolTimeouts } from './agent-run.types';
 import type { Step } from './agent-run.plan';
 import type { AgentLoopState, StepOutcome } from './agent-run.state';
-import { applyReply, applyToolResult, LLM_TOOL_LANES } from './conversation';
+import { applyReply, applyToolResult } from './conversation';
 import { digest } from './digest';
 import type { Outbox } from './outbox';
 import { ResearchAgent } from './research-agent.workflow';
@@ -126,7 +127,7 @@ export class StepExecutor {
   async converse(): Promise<StepOutcome> {
     const { conversation } = this.run;
     const last = conversation.messages[conversation.messages.length - 1];
-    const reply = await this.askModel(JSON.stringify(last), conversation.messages, Object.keys(LLM_TOOL_LANES));
+    const reply = await this.askModel(JSON.stringify(last), conversation.messages, TOOL_NAMES);
     this.run.conversation = applyReply(this.run.conversation, reply);
     const called = reply.tool_calls.map((c) => c.name).join(', ');
     return { output: called ? `called ${called}` : reply.content, attempt: reply.attempt, duplicate: reply.duplicate };

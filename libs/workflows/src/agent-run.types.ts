@@ -1,4 +1,4 @@
-import type { AgentPolicy, AgentRunState, AgentStatus, RunEvent, SnapshotRow, Tier } from '@agentrun/contracts';
+import type { AgentPolicy, AgentRunState, AgentStatus, RunEventEnvelope, SnapshotRow, Tier } from '@agentrun/contracts';
 import type { Conversation } from './conversation';
 
 /** Task queues are passed in, not read from configuration: workflow code has no environment. */
@@ -248,5 +248,5 @@ export interface ResearchInput {
 }
 
 export interface PublishActivities {
-  publishRunEvents(events: RunEvent[]): Promise<void>;
+  publishRunEvents(events: RunEventEnvelope[]): Promise<void>;
 }

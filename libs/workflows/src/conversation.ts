@@ -1,18 +1,9 @@
+import { isToolName, type ToolName } from '@agentrun/contracts';
 import type { ChatTurn, ModelReply } from './agent-run.types';
-
-/** The tools a model may call under the `llm` policy, and the lane each runs on. */
-export const LLM_TOOL_LANES: Readonly<Record<string, 'cpu' | 'gpu'>> = {
-  search: 'cpu',
-  parse: 'cpu',
-  fetch: 'cpu',
-  embed: 'gpu',
-  vision: 'gpu',
-  rerank: 'gpu',
-};
 
 export interface PendingCall {
   id: string;
-  name: string;
+  name: ToolName;
   args: Record<string, string | number>;
 }
 
@@ -66,7 +57,7 @@ export function applyReply(conversation: Conversation, reply: ModelReply): Conve
   });
   const pending: PendingCall[] = [];
   for (const call of reply.tool_calls) {
-    if (!Object.prototype.hasOwnProperty.call(LLM_TOOL_LANES, call.name)) {
+    if (!isToolName(call.name)) {
       messages.push(toolMessage(call.id, `error: there is no tool named '${call.name}'`));
       continue;
     }

@@ -1,7 +1,7 @@
-import type { EvalStatus, RunEvent } from '@agentrun/contracts';
+import type { CaseErrorType, EvalRunState, RunEventEnvelope } from '@agentrun/contracts';
 
-export const CASE_ERROR_TYPES = ['agent_error', 'infra_error', 'model_key_budget', 'model_key_auth'] as const;
-export type CaseErrorType = (typeof CASE_ERROR_TYPES)[number];
+// The run's state and case views are contracts (they travel on the run events); re-exported for the workers.
+export { CASE_ERROR_TYPES, type CaseErrorType, type CaseStatus, type CaseView, type EvalRunState } from '@agentrun/contracts';
 /** Errors the agent did not cause: left ungraded instead of scored 0 when the flag is on. */
 export const NOT_THE_AGENTS_FAULT: readonly CaseErrorType[] = ['infra_error', 'model_key_budget', 'model_key_auth'];
 
@@ -27,32 +27,6 @@ export interface EvalRunInput {
   case_heartbeat_s: number;
 }
 
-export type CaseStatus = 'pending' | 'running' | 'ok' | 'failed' | 'ungraded';
-
-export interface CaseView {
-  status: CaseStatus;
-  score?: number;
-  attempts?: number;
-  error_type?: CaseErrorType;
-}
-
-export type EvalRunState = {
-  status: EvalStatus;
-  model: string;
-  suite: string;
-  total: number;
-  done: number;
-  counts: { ok: number; failed: number; ungraded: number };
-  /** Mean over graded cases (ok and failed); ungraded cases are left out. */
-  score: number | null;
-  cases: Record<string, CaseView>;
-  reviewers: string[];
-  approved_by?: string;
-  parent_run_id?: string;
-  reason?: string;
-  message?: string;
-};
-
 export interface CaseRequest {
   /** `{org}/{run_id}:{case_id}`: one effect per case per run. */
   key: string;
@@ -77,5 +51,5 @@ export interface EvalActivities {
 }
 
 export interface EvalPublishActivities {
-  publishRunEvents(events: RunEvent[]): Promise<void>;
+  publishRunEvents(events: RunEventEnvelope[]): Promise<void>;
 }

@@ -12,7 +12,7 @@ import {
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { isTerminal, type EvalStatus, type RunEventType } from '@agentrun/contracts';
+import { isTerminal, type EvalStatus } from '@agentrun/contracts';
 import { EvalLoopState } from './eval-run.state';
 import {
   NOT_THE_AGENTS_FAULT,
@@ -22,7 +22,7 @@ import {
   type EvalRunInput,
   type EvalRunState,
 } from './eval-run.types';
-import { openOutbox, type Outbox } from './outbox';
+import { openOutbox, type EmitFields, type Outbox, type StatusEventType } from './outbox';
 import { AGENT_STATUS_KEY } from './search-attributes';
 
 export const cancelEvalSignal = defineSignal<[{ command_id: string }]>('cancel_eval');
@@ -39,13 +39,13 @@ const CASE_RETRY = {
   nonRetryableErrorTypes: ['CaseFailed', 'BadArguments'],
 };
 
-type SetStatus = (next: EvalStatus, type?: RunEventType, extra?: Record<string, unknown>) => void;
+type SetStatus = <T extends StatusEventType = 'status_changed'>(next: EvalStatus, type?: T, ...fields: EmitFields<T>) => void;
 
 function statusSetter(run: EvalLoopState, outbox: Outbox): SetStatus {
-  return (next, type = 'status_changed', extra = {}) => {
+  return <T extends StatusEventType = 'status_changed'>(next: EvalStatus, type?: T, ...fields: EmitFields<T>) => {
     run.status = next;
     upsertSearchAttributes([{ key: AGENT_STATUS_KEY, value: next }]);
-    outbox.emit(type, extra);
+    outbox.emit((type ?? 'status_changed') as T, ...fields);
   };
 }
 

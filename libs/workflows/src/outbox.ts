@@ -1,14 +1,20 @@
 import { CancellationScope, condition, proxyActivities } from '@temporalio/workflow';
-import type { RunEvent, RunEventEnvelope, RunEventType, RunKind, RunState } from '@agentrun/contracts';
+import type { RunEventEnvelope, RunEventFieldsOf, RunEventType, RunKind, RunState } from '@agentrun/contracts';
 import type { PublishActivities } from './agent-run.types';
 import { FOREVER } from './retry-policies';
 
 /** Events go out in batches of at most this many per publish activity. */
 const PUBLISH_BATCH = 100;
 
+/** An event type's own fields, as `emit` takes them: optional only when every field is. */
+export type EmitFields<T extends RunEventType> = object extends RunEventFieldsOf<T> ? [fields?: RunEventFieldsOf<T>] : [fields: RunEventFieldsOf<T>];
+
+/** The events that carry a status change. */
+export type StatusEventType = 'status_changed' | 'run_started' | 'run_finished';
+
 export interface Outbox {
   /** Assigns the next seq and queues the event; the run's state is attached to every event. */
-  emit(type: RunEventType, extra?: Record<string, unknown>): void;
+  emit<T extends RunEventType>(type: T, ...fields: EmitFields<T>): void;
   /** Resolves once every event emitted so far is on the topic; the loop goes on. */
   flushed(): Promise<void>;
   /** Resolves once every event is on the topic and the loop has ended: only when the run is over. */
@@ -24,7 +30,6 @@ export interface Outbox {
  */
 export function openOutbox(options: { org: string; run_id: string; kind: RunKind; lane: string; firstSeq: number; state: () => RunState }): Outbox {
   const publisher = proxyActivities<PublishActivities>({ taskQueue: options.lane, startToCloseTimeout: '30s', retry: FOREVER });
-  // Built as the open envelope: `emit` is not yet typed per event type at its call sites.
   const queue: RunEventEnvelope[] = [];
   let seq = options.firstSeq;
   let closing = false;
@@ -33,12 +38,12 @@ export function openOutbox(options: { org: string; run_id: string; kind: RunKind
       await condition(() => queue.length > 0 || closing);
       if (queue.length === 0) return;
       const batch = queue.slice(0, PUBLISH_BATCH);
-      await publisher.publishRunEvents(batch as RunEvent[]);
+      await publisher.publishRunEvents(batch);
       queue.splice(0, batch.length);
     }
   });
   return {
-    emit(type, extra = {}) {
+    emit(type, ...[fields]) {
       seq += 1;
       queue.push({
         run_id: options.run_id,
@@ -47,7 +52,7 @@ export function openOutbox(options: { org: string; run_id: string; kind: RunKind
         seq,
         type,
         ts: new Date().toISOString(),
-        payload: { ...extra, state: options.state() },
+        payload: { ...fields, state: options.state() },
       });
     },
     flushed: () => condition(() => queue.length === 0),
