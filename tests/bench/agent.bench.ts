@@ -5,7 +5,7 @@
  *   (a) wall time of one 200-step run, `agent.start` published -> the read model says `done`;
  *   (b) the history it cost: events per step and per execution (the parent workflow's executions,
  *       followed along the continue-as-new chain; research children have histories of their own),
- *       beside the reference figure of 519 events per 50 steps;
+ *       beside the Python prototype's figure of 519 events per 50 steps (it published no events);
  *   (c) steps/s of 20 runs of 40 steps started at once, beside
  *   (d) the same 20 runs one after another, the baseline measured in the same process.
  *
@@ -19,7 +19,7 @@ import { stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
 
 const ORG = 'bench';
-const REFERENCE = { events: 519, steps: 50 };
+const PROTOTYPE = { events: 519, steps: 50 };
 const LONG_STEPS = 200;
 const RUNS = 20;
 const RUN_STEPS = 40;
@@ -79,7 +79,7 @@ async function main(): Promise<void> {
     const executions = await executionsOf(client, `${ORG}/${longId}`);
     const totalEvents = executions.reduce((sum, e) => sum + e.historyLength, 0);
     const perStep = totalEvents / LONG_STEPS;
-    const referencePerStep = REFERENCE.events / REFERENCE.steps;
+    const prototypePerStep = PROTOTYPE.events / PROTOTYPE.steps;
     const shape = scriptedRunShape(LONG_STEPS);
 
     // (c) 20 runs of 40 steps at once.
@@ -101,7 +101,7 @@ async function main(): Promise<void> {
     console.log(`(a) one ${LONG_STEPS}-step run, publish -> read model done: ${seconds(longMs)} (${(LONG_STEPS / (longMs / 1000)).toFixed(1)} steps/s; ${shape.events} run events, ${shape.research} research children)`);
     console.log(`(b) history: ${totalEvents} events over ${executions.length} execution(s) = ${perStep.toFixed(2)} events per step`);
     console.log(`    per execution: [${executions.map((e) => e.historyLength).join(', ')}] (${executions.map((e) => e.status).join(', ')})`);
-    console.log(`    reference: ${REFERENCE.events} events per ${REFERENCE.steps} steps = ${referencePerStep.toFixed(2)} per step; this run / reference = ${(perStep / referencePerStep).toFixed(2)}x`);
+    console.log(`    Python prototype: ${PROTOTYPE.events} events per ${PROTOTYPE.steps} steps = ${prototypePerStep.toFixed(2)} per step; this run / prototype = ${(perStep / prototypePerStep).toFixed(2)}x`);
     console.log(`(c) ${RUNS} runs x ${RUN_STEPS} steps at once:        ${totalSteps} steps in ${seconds(concurrentMs)} = ${concurrentRate.toFixed(1)} steps/s`);
     console.log(`(d) baseline, the same runs one after another: ${totalSteps} steps in ${seconds(sequentialMs)} = ${sequentialRate.toFixed(1)} steps/s`);
     console.log(`ratio concurrent / one after another: ${(concurrentRate / sequentialRate).toFixed(2)}x`);

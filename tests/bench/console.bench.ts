@@ -103,7 +103,7 @@ async function main(): Promise<void> {
     console.log('\n100 open SSE streams, 20 commits of one event per stream (2,000 frames)');
     console.log(row('commit -> SSE frame', toFrame, [50, 99]));
     console.log(row('baseline: commit -> NOTIFY at a bare LISTEN client', toNotify, [50, 99]));
-    console.log('the reference polled SQLite every 0.5 s: 250 ms mean, 500 ms worst, before any work');
+    console.log('the Python prototype polled SQLite every 0.5 s: 250 ms mean, 500 ms worst, before any work');
     for (const s of streams) s.close();
     await listener.end();
   } finally {

@@ -42,7 +42,7 @@ export function createEvalActivities(deps: EvalActivityDeps): EvalActivities {
         const outcome = { ...recorded.result, attempt, duplicate: true };
         return outcome.ok ? outcome : caseFailed(outcome);
       }
-      // Seeded by run and case (as the reference did), not by org: a run reproduces itself, a retry run rolls again.
+      // Seeded by run and case, not by org: a run reproduces itself, a retry run rolls again.
       const seed = `${request.run_id}:${request.case_id}`;
       if (roll(`${seed}:attempt${attempt}`) < deps.hiccupFraction) {
         throw ApplicationFailure.retryable(`transient GPU error on ${request.case_id} (attempt ${attempt})`, 'GpuHiccup');

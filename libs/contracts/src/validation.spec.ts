@@ -68,7 +68,7 @@ describe('reading a command off the wire', () => {
   });
 });
 
-describe('snapshot settings at the boundary (the reference rules)', () => {
+describe('snapshot settings at the boundary (a series that can never capture is refused)', () => {
   const start = (snapshots: unknown) => checkCommand({ ...valid, payload: { goal: 'g', snapshots } });
   const fork = (payload: unknown) => checkCommand({ ...valid, type: 'agent.fork', payload });
 
