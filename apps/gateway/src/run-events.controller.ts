@@ -1,10 +1,12 @@
 import { Controller, Get, Inject, Param, Query, Req, Res, UseGuards } from '@nestjs/common';
+import { ApiHeader, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { isTerminal, type RunEvent } from '@agentrun/contracts';
 import { contiguousPrefix, ReadModel } from '@agentrun/persistence';
 import { PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { Request, Response } from 'express';
 import type { GatewayConfig } from './config';
 import { LiveEventsHub } from './live-events.hub';
+import { ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
 import { requireRunId } from './runs.controller';
@@ -22,6 +24,8 @@ function frame(event: RunEvent): string {
   return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
 }
 
+@ApiTags('runs')
+@ApiOrgScoped()
 @Controller('runs')
 @UseGuards(OrgGuard)
 export class RunEventsController {
@@ -37,6 +41,16 @@ export class RunEventsController {
    * projector commits, never polled.
    */
   @Get(':id/events')
+  @ApiOperation({ summary: "The run's events as server-sent events, resumable" })
+  @ApiRunIdParam()
+  @ApiQuery({ name: 'after', required: false, description: 'send the events after this seq (Last-Event-ID wins)', schema: { type: 'integer', minimum: 0, maximum: 999_999_999 } })
+  @ApiHeader({ name: 'Last-Event-ID', required: false, description: 'the seq of the last event received', schema: { type: 'integer', minimum: 0, maximum: 999_999_999 } })
+  @ApiResponse({
+    status: 200,
+    description: 'a stream: `id` = seq, `event` = the event type, `data` = the run event; an `end` event after a terminal status',
+    content: { 'text/event-stream': { schema: { type: 'string' } } },
+  })
+  @ApiProblems(404)
   async stream(
     @CurrentOrg() org: string,
     @Param('id') id: string,
