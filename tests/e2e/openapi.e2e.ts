@@ -3,6 +3,7 @@ import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { Platform, uniqueId } from '../support/platform';
 import { REPO_ROOT } from '../support/stack-env';
+import { waitFor } from '../support/wait';
 
 /**
  * schemathesis reads the gateway's own document and throws schema-valid and schema-invalid requests
@@ -10,6 +11,8 @@ import { REPO_ROOT } from '../support/stack-env';
  * gateway must keep, and whatever the document allows the gateway must accept.
  */
 
+/** What the document cannot say itself: the cursor to use and the statuses a busy or stateful run may answer. */
+const CONFIG = join(__dirname, 'openapi.schemathesis.toml');
 const VENV = process.env.SCHEMATHESIS_VENV ?? join(REPO_ROOT, '.stack', 'opt', 'schemathesis-venv');
 const ST = join(VENV, 'bin', 'st');
 const CHECKS = [
@@ -23,7 +26,7 @@ const CHECKS = [
 ];
 /** Bounds that keep the whole test within a few minutes on a two-core machine. */
 const MAX_EXAMPLES = 12;
-const MAX_SECONDS = 150;
+const MAX_SECONDS = 120;
 /** Fixed so a failure reproduces; SCHEMATHESIS_SEED explores other data. */
 const SEED = process.env.SCHEMATHESIS_SEED ?? '20261201';
 
@@ -32,8 +35,9 @@ interface Finished {
   output: string;
 }
 
-async function run(command: string, args: string[], timeoutMs: number): Promise<Finished> {
-  const child = spawn(command, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1', SCHEMATHESIS_HOOKS: '' } });
+/** Runs `command` in `cwd` (where schemathesis leaves its caches), collecting its output. */
+async function run(command: string, args: string[], cwd: string, env: Record<string, string>, timeoutMs: number): Promise<Finished> {
+  const child = spawn(command, args, { cwd, stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, NO_COLOR: '1', ...env } });
   let output = '';
   child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
   child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
@@ -57,7 +61,15 @@ describe('the OpenAPI document under schemathesis', () => {
   it('finds no request the gateway answers otherwise than its document says', async () => {
     if (!existsSync(ST)) throw new Error(`${ST} is missing: run bash deploy/local/ensure-schemathesis.sh`);
     const org = uniqueId('fuzz');
+    // A list cursor is signed, so none the fuzzer makes up is valid: page through two real runs for
+    // one, which the config file has every listing send.
+    for (const runId of ['seed-1', 'seed-2']) {
+      expect((await platform.http('POST', '/agents', { org, body: { run_id: runId, goal: 'give the fuzzer a page', max_steps: 1 } })).status).toBe(202);
+    }
+    const cursor = await waitFor('a second page of runs', async () => ((await platform.http('GET', '/runs?limit=1', { org })).body.next_cursor as string | null) ?? undefined, 60_000);
     const args = [
+      '--config-file',
+      CONFIG,
       'run',
       `${platform.gatewayUrl}/docs/openapi.json`,
       '--url',
@@ -85,7 +97,7 @@ describe('the OpenAPI document under schemathesis', () => {
       'true',
     ];
     const started = Date.now();
-    const result = await run(ST, args, (MAX_SECONDS + 60) * 1000);
+    const result = await run(ST, args, platform.dataDir, { AGENTRUN_FUZZ_CURSOR: cursor }, (MAX_SECONDS + 60) * 1000);
     console.log(`schemathesis ${args.join(' ')}\n(${Math.round((Date.now() - started) / 1000)} s, exit ${result.code})\n${result.output}`);
     expect(result.code).toBe(0);
   }, (MAX_SECONDS + 90) * 1000);

@@ -65,8 +65,9 @@ export function ApiIdempotencyKey(): MethodDecorator {
 
 /** The contracts' schemas carry an `$id` for their own registry; inside the document it would rebase references. */
 export function embeddable(schema: object): JsonSchema {
-  const { $id: _id, ...rest } = JSON.parse(JSON.stringify(schema)) as JsonSchema;
-  return rest;
+  const copy = JSON.parse(JSON.stringify(schema)) as JsonSchema;
+  delete copy.$id;
+  return copy;
 }
 
 /**
@@ -112,7 +113,8 @@ export function commandBodySchema(type: CommandType, extraProperties: Record<str
   return { ...schema, ...(required ? { required } : {}), properties: { ...properties, ...extraProperties } };
 }
 
-/** The request body of a command route. */
-export function ApiCommandBody(type: CommandType, required: boolean, extraProperties: Record<string, JsonSchema> = {}): MethodDecorator {
-  return ApiBody({ required, schema: commandBodySchema(type, extraProperties) });
+/** The request body of a command route: required when the payload has required fields, optional (as `{}`) otherwise. */
+export function ApiCommandBody(type: CommandType, extraProperties: Record<string, JsonSchema> = {}): MethodDecorator {
+  const schema = commandBodySchema(type, extraProperties);
+  return ApiBody({ required: ((schema.required as string[] | undefined) ?? []).length > 0, schema });
 }

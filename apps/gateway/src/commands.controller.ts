@@ -42,7 +42,7 @@ const ACCEPTED = ApiJson(202, 'accepted, or a duplicate of a command already acc
 
 /** What a route that sends a command to an existing run documents. */
 function ApiControl(summary: string, type: CommandType): MethodDecorator {
-  return applyDecorators(ApiOperation({ summary }), ApiRunIdParam(), ApiIdempotencyKey(), ApiCommandBody(type, false), ACCEPTED, ApiProblems(404, 409, 413, 415, 422, 503));
+  return applyDecorators(ApiOperation({ summary }), ApiRunIdParam(), ApiIdempotencyKey(), ApiCommandBody(type), ACCEPTED, ApiProblems(404, 409, 413, 415, 422, 503));
 }
 
 /**
@@ -64,7 +64,7 @@ export class CommandsController {
   @HttpCode(202)
   @ApiOperation({ summary: 'Start an agent run' })
   @ApiIdempotencyKey()
-  @ApiCommandBody('agent.start', true, newRunIdProperty)
+  @ApiCommandBody('agent.start', newRunIdProperty)
   @ACCEPTED
   @ApiProblems(409, 413, 415, 503)
   async startAgent(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<Accepted> {
@@ -76,7 +76,7 @@ export class CommandsController {
   @HttpCode(202)
   @ApiOperation({ summary: 'Start an evaluation run' })
   @ApiIdempotencyKey()
-  @ApiCommandBody('eval.start', true, newRunIdProperty)
+  @ApiCommandBody('eval.start', newRunIdProperty)
   @ACCEPTED
   @ApiProblems(409, 413, 415, 503)
   async startEval(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<Accepted> {
@@ -141,9 +141,9 @@ export class CommandsController {
   @ApiOperation({ summary: 'Start a new agent run from a snapshot of run {id}' })
   @ApiRunIdParam('id', 'the run forked from')
   @ApiIdempotencyKey()
-  @ApiCommandBody('agent.fork', true, {
+  @ApiCommandBody('agent.fork', {
     ...newRunIdProperty,
-    from_run_id: { type: 'string', pattern: RUN_ID_PATTERN, description: 'ignored: the path names the run forked from' },
+    from_run_id: { description: 'ignored, whatever it holds: the path names the run forked from' },
   })
   @ACCEPTED
   @ApiProblems(404, 409, 413, 415, 503)

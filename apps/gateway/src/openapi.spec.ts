@@ -88,7 +88,8 @@ describe("the gateway's OpenAPI document", () => {
   });
 
   it('describes each body with the constraints the gateway enforces', () => {
-    const body = (path: string) => (document.paths[path].post?.requestBody as { content: Record<string, { schema: Record<string, any> }> }).content['application/json'].schema;
+    type Schema = { type?: string; required?: string[]; additionalProperties?: boolean; properties: Record<string, { pattern?: string }> };
+    const body = (path: string) => (document.paths[path].post?.requestBody as { content: Record<string, { schema: Schema }> }).content['application/json'].schema;
     const start = body('/agents');
     expect(start).toMatchObject({ type: 'object', additionalProperties: false, required: ['goal'] });
     expect(start.properties.max_steps).toEqual({ type: 'integer', minimum: 1, maximum: 10_000 });

@@ -48,7 +48,20 @@ export class RunEventsController {
   @ApiResponse({
     status: 200,
     description: 'a stream: `id` = seq, `event` = the event type, `data` = the run event; an `end` event after a terminal status',
-    content: { 'text/event-stream': { schema: { type: 'string' } } },
+    content: {
+      'text/event-stream': {
+        schema: {
+          type: 'object',
+          description: 'one event of the stream',
+          required: ['data'],
+          properties: {
+            id: { type: 'string', pattern: '^[0-9]+$', description: 'the seq' },
+            event: { type: 'string', description: 'the run event type, or `end` (data `{run_id, last_seq}`) or `error`' },
+            data: { type: 'string', description: 'JSON: the run event' },
+          },
+        },
+      },
+    },
   })
   @ApiProblems(404)
   async stream(
