@@ -77,6 +77,8 @@ export class DocsController {
     content: { 'application/json': { schema: DOCUMENT_SCHEMA }, 'text/html': { schema: { type: 'string' } } },
   })
   index(@Req() req: Request, @Res() res: Response): void {
+    // The answer depends on Accept, so caches must key on it.
+    res.vary('Accept');
     if (req.accepts(['application/json', 'text/html']) === 'text/html') {
       res.status(200).set(PAGE_HEADERS).type('text/html; charset=utf-8').send(PAGE);
       return;
