@@ -13,11 +13,17 @@ import { requireRunId } from './runs.controller';
 
 const PAGE = 500;
 
-function parseAfter(header: string | undefined, query: string | undefined): number {
-  const text = header ?? query;
-  if (text === undefined || text === '') return 0;
+function parseSeq(text: string | undefined): number | undefined {
+  if (text === undefined || text === '') return undefined;
   if (!/^\d{1,9}$/.test(text)) throw new ProblemException(400, 'bad resume point', 'Last-Event-ID and after must be a non-negative integer seq');
   return Number(text);
+}
+
+/** Where to resume: `Last-Event-ID` wins over `after`, but a malformed one of either is refused, not ignored. */
+function parseAfter(header: string | undefined, query: string | undefined): number {
+  const fromHeader = parseSeq(header);
+  const fromQuery = parseSeq(query);
+  return fromHeader ?? fromQuery ?? 0;
 }
 
 function frame(event: RunEvent): string {
