@@ -78,6 +78,7 @@ case "$only" in
   all | e2e)
     # --forceExit: the e2e tier restarts real servers and services; once every afterAll has run, a
     # socket that a restarted server left half-open must not keep the run alive (seen once in CI).
+    tier schemathesis bash deploy/local/ensure-schemathesis.sh
     tier e2e jest_tier e2e e2e --runInBand --forceExit
     ;;
 esac

@@ -1,9 +1,11 @@
-import { Body, Controller, Headers, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
-import { COMMAND_ID_PATTERN, type CommandAccepted, type CommandOutcome, type CommandType, type RejectionReason } from '@agentrun/contracts';
+import { applyDecorators, Body, Controller, Headers, HttpCode, Param, Post, UseGuards } from '@nestjs/common';
+import { ApiOperation, ApiTags } from '@nestjs/swagger';
+import { COMMAND_ID_PATTERN, RUN_ID_PATTERN, type CommandAccepted, type CommandOutcome, type CommandType, type RejectionReason } from '@agentrun/contracts';
 import { checkCommand } from '@agentrun/contracts/validation';
 import { CommandService, TransientCommandError } from '@agentrun/commands';
 import { ReadModel } from '@agentrun/persistence';
 import { randomUUID } from 'node:crypto';
+import { ApiCommandBody, ApiIdempotencyKey, ApiJson, ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
 import { requireRunId } from './runs.controller';
@@ -28,22 +30,22 @@ const STATUS_FOR_REASON: Record<RejectionReason, number> = {
   snapshot_unusable: 409,
 };
 
-/** The control routes and the command each sends. */
-const CONTROL_ROUTES: Record<string, CommandType> = {
-  pause: 'agent.pause',
-  resume: 'agent.resume',
-  cancel: 'agent.cancel',
-  'inject-context': 'agent.inject_context',
-  'change-goal': 'agent.change_goal',
-  approve: 'eval.approve',
-  'retry-failed': 'eval.retry_failed',
-  fork: 'agent.fork',
-};
+
+const newRunIdProperty = { run_id: { type: 'string', pattern: RUN_ID_PATTERN, description: "the new run's id; made up (kind-uuid) when absent" } };
+const ACCEPTED = ApiJson(202, 'accepted, or a duplicate of a command already accepted (same Idempotency-Key)', { $ref: '#/components/schemas/Accepted' });
+
+/** What a route that sends a command to an existing run documents. */
+function ApiControl(summary: string, type: CommandType): MethodDecorator {
+  return applyDecorators(ApiOperation({ summary }), ApiRunIdParam(), ApiIdempotencyKey(), ApiCommandBody(type), ACCEPTED, ApiProblems(404, 409, 413, 415, 422, 503));
+}
 
 /**
  * HTTP writes go through the same command library as Kafka commands: same validation, same ledger,
- * same outcome record. `Idempotency-Key` becomes the command id.
+ * same outcome record. `Idempotency-Key` becomes the command id. One route per command, so each
+ * documents its own body.
  */
+@ApiTags('commands')
+@ApiOrgScoped()
 @Controller()
 @UseGuards(OrgGuard)
 export class CommandsController {
@@ -54,6 +56,11 @@ export class CommandsController {
 
   @Post('agents')
   @HttpCode(202)
+  @ApiOperation({ summary: 'Start an agent run' })
+  @ApiIdempotencyKey()
+  @ApiCommandBody('agent.start', newRunIdProperty)
+  @ACCEPTED
+  @ApiProblems(409, 413, 415, 503)
   async startAgent(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
     const { run_id, ...payload } = asObject(body);
     return this.send(org, key, 'agent.start', newRunId(run_id, 'agent'), payload);
@@ -61,29 +68,85 @@ export class CommandsController {
 
   @Post('evals')
   @HttpCode(202)
+  @ApiOperation({ summary: 'Start an evaluation run' })
+  @ApiIdempotencyKey()
+  @ApiCommandBody('eval.start', newRunIdProperty)
+  @ACCEPTED
+  @ApiProblems(409, 413, 415, 503)
   async startEval(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
     const { run_id, ...payload } = asObject(body);
     return this.send(org, key, 'eval.start', newRunId(run_id, 'eval'), payload);
   }
 
-  @Post('runs/:id/:action')
+  @Post('runs/:id/pause')
   @HttpCode(202)
-  async control(
-    @CurrentOrg() org: string,
-    @Param('id') id: string,
-    @Param('action') action: string,
-    @Headers('idempotency-key') key: string | undefined,
-    @Body() body: unknown,
-  ): Promise<CommandAccepted> {
-    let type = Object.prototype.hasOwnProperty.call(CONTROL_ROUTES, action) ? CONTROL_ROUTES[action] : undefined;
-    if (!type) throw new ProblemException(404, 'no such action', `'${action}' is not one of ${Object.keys(CONTROL_ROUTES).join(', ')}`);
+  @ApiControl('Pause an agent run', 'agent.pause')
+  async pause(@CurrentOrg() org: string, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
+    return this.control(org, id, key, body, 'agent.pause');
+  }
+
+  @Post('runs/:id/resume')
+  @HttpCode(202)
+  @ApiControl('Resume a paused agent run', 'agent.resume')
+  async resume(@CurrentOrg() org: string, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
+    return this.control(org, id, key, body, 'agent.resume');
+  }
+
+  @Post('runs/:id/cancel')
+  @HttpCode(202)
+  @ApiControl('Cancel a run, agent or eval', 'agent.cancel')
+  async cancel(@CurrentOrg() org: string, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
     // One cancel route for both kinds: the run's kind picks the command.
-    if (type === 'agent.cancel' && (await this.readModel.getRun(org, requireRunId(id)))?.kind === 'eval') type = 'eval.cancel';
-    if (type === 'agent.fork') {
-      // The route names the run forked from; the fork is a new run, its id given or made up.
-      const { run_id, ...rest } = body === undefined ? {} : asObject(body);
-      return this.send(org, key, type, newRunId(run_id, 'agent'), { ...rest, from_run_id: requireRunId(id) });
-    }
+    const kind = (await this.readModel.getRun(org, requireRunId(id)))?.kind;
+    return this.control(org, id, key, body, kind === 'eval' ? 'eval.cancel' : 'agent.cancel');
+  }
+
+  @Post('runs/:id/inject-context')
+  @HttpCode(202)
+  @ApiControl('Add context to an agent run', 'agent.inject_context')
+  async injectContext(@CurrentOrg() org: string, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
+    return this.control(org, id, key, body, 'agent.inject_context');
+  }
+
+  @Post('runs/:id/change-goal')
+  @HttpCode(202)
+  @ApiControl("Change an agent run's goal (422 when the workflow's validator refuses it)", 'agent.change_goal')
+  async changeGoal(@CurrentOrg() org: string, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
+    return this.control(org, id, key, body, 'agent.change_goal');
+  }
+
+  @Post('runs/:id/approve')
+  @HttpCode(202)
+  @ApiControl('Approve an eval run awaiting review (422 unless a listed reviewer)', 'eval.approve')
+  async approve(@CurrentOrg() org: string, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
+    return this.control(org, id, key, body, 'eval.approve');
+  }
+
+  @Post('runs/:id/retry-failed')
+  @HttpCode(202)
+  @ApiControl('Start {id}-retry-{n} over the failed and ungraded cases (409 when none, or still running)', 'eval.retry_failed')
+  async retryFailed(@CurrentOrg() org: string, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
+    return this.control(org, id, key, body, 'eval.retry_failed');
+  }
+
+  /** The route names the run forked from; the fork is a new run, its id given or made up. */
+  @Post('runs/:id/fork')
+  @HttpCode(202)
+  @ApiOperation({ summary: 'Start a new agent run from a snapshot of run {id}' })
+  @ApiRunIdParam('id', 'the run forked from')
+  @ApiIdempotencyKey()
+  @ApiCommandBody('agent.fork', {
+    ...newRunIdProperty,
+    from_run_id: { description: 'ignored, whatever it holds: the path names the run forked from' },
+  })
+  @ACCEPTED
+  @ApiProblems(404, 409, 413, 415, 503)
+  async fork(@CurrentOrg() org: string, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
+    const { run_id, ...rest } = body === undefined ? {} : asObject(body);
+    return this.send(org, key, 'agent.fork', newRunId(run_id, 'agent'), { ...rest, from_run_id: requireRunId(id) });
+  }
+
+  private async control(org: string, id: string, key: string | undefined, body: unknown, type: CommandType): Promise<CommandAccepted> {
     return this.send(org, key, type, requireRunId(id), body === undefined ? {} : asObject(body));
   }
 

@@ -1,14 +1,17 @@
 import { Controller, Get, Param, Req, Res } from '@nestjs/common';
+import { ApiOperation, ApiParam, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { DASHBOARD_ASSETS, DASHBOARD_PUBLIC_DIR } from '@agentrun/dashboard';
 import type { Request, Response } from 'express';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { PROBLEM_CONTENT } from './api-docs';
 import { ProblemException, sendProblem } from './problem';
 
 /** Where the dashboard lives on the gateway: same origin as the API, so the session cookie just works. */
 export const DASHBOARD_PATH = '/ui';
 
 const ASSETS = new Set<string>(DASHBOARD_ASSETS);
+const HTML = { 'text/html': { schema: { type: 'string' } } };
 
 /**
  * The page may load and connect to this origin only: no inline script, nothing from elsewhere
@@ -28,20 +31,35 @@ const PAGE_HEADERS: Record<string, string> = {
  * `/ui/app.js` and `/ui/app.css` are its assets, and any other `/ui/...` page (e.g. `/ui/runs/{id}`)
  * is the single page, which routes itself. Auth is the API's business: the page calls it.
  */
+@ApiTags('dashboard')
 @Controller()
 export class DashboardController {
   @Get()
+  @ApiOperation({ summary: 'Redirects to the dashboard', security: [] })
+  @ApiResponse({ status: 302, description: 'to /ui/', headers: { Location: { schema: { type: 'string' } } } })
   root(@Res() res: Response): void {
     res.redirect(302, `${DASHBOARD_PATH}/`);
   }
 
   @Get('ui')
+  @ApiOperation({ summary: 'The dashboard page', security: [] })
+  @ApiResponse({ status: 200, description: 'the page', content: HTML })
+  @ApiResponse({ status: 301, description: 'to /ui/', headers: { Location: { schema: { type: 'string' } } } })
+  @ApiResponse({ status: 404, description: 'the dashboard is not built', content: PROBLEM_CONTENT })
   index(@Req() req: Request, @Res() res: Response): void {
     if (!req.path.endsWith('/')) return res.redirect(301, `${DASHBOARD_PATH}/`);
     this.send(res, 'index.html');
   }
 
   @Get('ui/*path')
+  @ApiOperation({ summary: "The dashboard's assets, and its pages (any other path under /ui/)", security: [] })
+  @ApiParam({ name: 'path', required: true, schema: { type: 'string' } })
+  @ApiResponse({
+    status: 200,
+    description: 'an asset, or the page',
+    content: { ...HTML, 'text/javascript': { schema: { type: 'string' } }, 'text/css': { schema: { type: 'string' } } },
+  })
+  @ApiResponse({ status: 404, description: 'no such asset, or the dashboard is not built', content: PROBLEM_CONTENT })
   page(@Param('path') path: string[] | string, @Res() res: Response): void {
     const segments = Array.isArray(path) ? path : String(path).split('/');
     const name = segments.join('/');

@@ -7,7 +7,7 @@ import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, R
 import { CommandsController } from './commands.controller';
 import type { GatewayConfig } from './config';
 import { DashboardController } from './dashboard.controller';
-import { DocsController } from './docs.controller';
+import { ApiDocument, DocsController } from './docs.controller';
 import { LiveEventsHub } from './live-events.hub';
 import { OrgGuard } from './org';
 import { ProblemFilter } from './problem';
@@ -30,6 +30,7 @@ export class GatewayModule {
         Kafka,
         Temporal,
         LiveEventsHub,
+        ApiDocument,
         { provide: TokenStore, inject: [Database], useFactory: (db: Database) => new TokenStore(db.dataSource) },
         OrgGuard,
         { provide: ReadModel, inject: [Database], useFactory: (db: Database) => new ReadModel(db.dataSource) },

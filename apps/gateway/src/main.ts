@@ -5,6 +5,7 @@ import express from 'express';
 import { MAX_COMMAND_BYTES } from '@agentrun/contracts';
 import { loadGatewayConfig } from './config';
 import { GatewayModule } from './gateway.module';
+import { publishOpenApiDocument } from './openapi';
 import { bodyErrorHandler, verifyUtf8Body } from './problem';
 
 async function main(): Promise<void> {
@@ -25,6 +26,7 @@ async function main(): Promise<void> {
       // One limit for a command however it arrives: a body over it is a 413 problem (bodyErrorHandler).
       app.use(express.json({ limit: MAX_COMMAND_BYTES, strict: false, verify: verifyUtf8Body }));
       app.use(bodyErrorHandler);
+      publishOpenApiDocument(app);
     },
   });
 }

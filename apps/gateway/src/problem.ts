@@ -1,7 +1,8 @@
-import { ArgumentsHost, Catch, HttpException, HttpStatus, Logger, type ExceptionFilter } from '@nestjs/common';
+import { ArgumentsHost, Catch, HttpException, HttpStatus, Logger, NotFoundException, type ExceptionFilter } from '@nestjs/common';
 import type { Problem } from '@agentrun/contracts';
 import { decodeUtf8 } from '@agentrun/contracts/validation';
 import type { NextFunction, Request, Response } from 'express';
+import { allowedMethods } from './allowed-methods';
 
 /** An RFC 9457 problem document; its shape is declared in the contracts. */
 export type { Problem };
@@ -43,6 +44,20 @@ export class ProblemFilter implements ExceptionFilter {
     if (res.headersSent) {
       res.end();
       return;
+    }
+    // Nest answers a request no route took with a plain NotFoundException (ours are problems). When
+    // the path exists under other methods, the honest answer is 405 and what is allowed.
+    if (error instanceof NotFoundException) {
+      const req = host.switchToHttp().getRequest<Request>();
+      const allowed = allowedMethods(req);
+      if (allowed.length > 0 && !allowed.includes(req.method)) {
+        sendProblem(
+          res,
+          { type: 'about:blank', title: 'method not allowed', status: 405, detail: `${req.method} is not supported on ${req.path}; allowed: ${allowed.join(', ')}` },
+          { Allow: allowed.join(', ') },
+        );
+        return;
+      }
     }
     if (error instanceof HttpException) {
       const status = error.getStatus();

@@ -1,27 +1,37 @@
 import { Controller, Get, Inject, Param, Query, Req, Res, UseGuards } from '@nestjs/common';
+import { ApiHeader, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { isTerminal, type RunEventEnvelope } from '@agentrun/contracts';
 import { contiguousPrefix, ReadModel } from '@agentrun/persistence';
 import { PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { Request, Response } from 'express';
 import type { GatewayConfig } from './config';
 import { LiveEventsHub } from './live-events.hub';
+import { ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
 import { requireRunId } from './runs.controller';
 
 const PAGE = 500;
 
-function parseAfter(header: string | undefined, query: string | undefined): number {
-  const text = header ?? query;
-  if (text === undefined || text === '') return 0;
+function parseSeq(text: string | undefined): number | undefined {
+  if (text === undefined || text === '') return undefined;
   if (!/^\d{1,9}$/.test(text)) throw new ProblemException(400, 'bad resume point', 'Last-Event-ID and after must be a non-negative integer seq');
   return Number(text);
+}
+
+/** Where to resume: `Last-Event-ID` wins over `after`, but a malformed one of either is refused, not ignored. */
+function parseAfter(header: string | undefined, query: string | undefined): number {
+  const fromHeader = parseSeq(header);
+  const fromQuery = parseSeq(query);
+  return fromHeader ?? fromQuery ?? 0;
 }
 
 function frame(event: RunEventEnvelope): string {
   return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
 }
 
+@ApiTags('runs')
+@ApiOrgScoped()
 @Controller('runs')
 @UseGuards(OrgGuard)
 export class RunEventsController {
@@ -37,6 +47,29 @@ export class RunEventsController {
    * projector commits, never polled.
    */
   @Get(':id/events')
+  @ApiOperation({ summary: "The run's events as server-sent events, resumable" })
+  @ApiRunIdParam()
+  @ApiQuery({ name: 'after', required: false, description: 'send the events after this seq (Last-Event-ID wins)', schema: { type: 'integer', minimum: 0, maximum: 999_999_999 } })
+  @ApiHeader({ name: 'Last-Event-ID', required: false, description: 'the seq of the last event received', schema: { type: 'integer', minimum: 0, maximum: 999_999_999 } })
+  @ApiResponse({
+    status: 200,
+    description: 'a stream: `id` = seq, `event` = the event type, `data` = the run event; an `end` event after a terminal status',
+    content: {
+      'text/event-stream': {
+        schema: {
+          type: 'object',
+          description: 'one event of the stream',
+          required: ['data'],
+          properties: {
+            id: { type: 'string', pattern: '^[0-9]+$', description: 'the seq' },
+            event: { type: 'string', description: 'the run event type, or `end` (data `{run_id, last_seq}`) or `error`' },
+            data: { type: 'string', description: 'JSON: the run event' },
+          },
+        },
+      },
+    },
+  })
+  @ApiProblems(404)
   async stream(
     @CurrentOrg() org: string,
     @Param('id') id: string,

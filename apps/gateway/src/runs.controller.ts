@@ -1,8 +1,10 @@
 import { Controller, Get, Inject, Param, Query, UseGuards } from '@nestjs/common';
+import { ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { RUN_ID_PATTERN, RUN_KINDS, RUN_STATUSES } from '@agentrun/contracts';
 import { storageProblem } from '@agentrun/contracts/validation';
 import { CursorCodec, CursorError, ReadModel, type RunCursor } from '@agentrun/persistence';
 import type { RunDetail, RunsPage } from '@agentrun/contracts';
+import { ApiJson, ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
 import { PLATFORM_CONFIG } from '@agentrun/runtime';
@@ -21,6 +23,8 @@ function oneOf(name: string, value: string | undefined, allowed: readonly string
   return value;
 }
 
+@ApiTags('runs')
+@ApiOrgScoped()
 @Controller('runs')
 @UseGuards(OrgGuard)
 export class RunsController {
@@ -32,6 +36,13 @@ export class RunsController {
 
   /** Newest first, one org, keyset-paged by an opaque signed cursor. */
   @Get()
+  @ApiOperation({ summary: "The org's runs, newest first, a page at a time" })
+  @ApiQuery({ name: 'kind', required: false, schema: { enum: [...RUN_KINDS] } })
+  @ApiQuery({ name: 'status', required: false, schema: { enum: [...RUN_STATUSES] } })
+  @ApiQuery({ name: 'model', required: false, description: 'runs of this model only', schema: { type: 'string', minLength: 1, maxLength: 200, pattern: '^[^\\u0000]*$' } })
+  @ApiQuery({ name: 'cursor', required: false, description: "the previous page's `next_cursor`, opaque and signed", schema: { type: 'string' } })
+  @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 200, default: 20 } })
+  @ApiJson(200, 'a page of runs and the cursor of the next', { $ref: '#/components/schemas/RunPage' })
   async list(
     @CurrentOrg() org: string,
     @Query('kind') kind?: string,
@@ -77,6 +88,10 @@ export class RunsController {
   }
 
   @Get(':id')
+  @ApiOperation({ summary: 'A run, its latest state and its last events' })
+  @ApiRunIdParam()
+  @ApiJson(200, 'the run', { $ref: '#/components/schemas/RunDetail' })
+  @ApiProblems(404)
   async get(@CurrentOrg() org: string, @Param('id') id: string): Promise<RunDetail> {
     const run = await this.readModel.getRun(org, requireRunId(id));
     if (!run) throw new ProblemException(404, 'run not found', `no run '${id}' in org ${org}`);

@@ -1,6 +1,8 @@
 import { Body, Controller, Delete, HttpCode, Post, Req, Res } from '@nestjs/common';
+import { ApiBearerAuth, ApiBody, ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { TokenStore } from '@agentrun/persistence';
 import type { Request, Response } from 'express';
+import { ApiProblems, SECURITY } from './api-docs';
 import { bearerToken, SESSION_COOKIE, unauthorized } from './org';
 import { ProblemException } from './problem';
 
@@ -15,12 +17,21 @@ function cookie(req: Request, value: string, extra: string[] = []): string {
  * the token. The cookie is checked like the bearer header, on every request, so revoking the token
  * ends the session too.
  */
+@ApiTags('session')
 @Controller('session')
 export class SessionController {
   constructor(private readonly tokens: TokenStore) {}
 
   @Post()
   @HttpCode(204)
+  @ApiOperation({ summary: 'Trade an API token (bearer header, or the body) for a session cookie' })
+  @ApiBearerAuth(SECURITY.bearer)
+  @ApiBody({
+    required: false,
+    schema: { type: 'object', properties: { token: { type: 'string', description: 'the API token, when not in the Authorization header' } } },
+  })
+  @ApiResponse({ status: 204, description: `signed in: \`Set-Cookie: ${SESSION_COOKIE}=...\` (HttpOnly, SameSite=Strict)`, headers: { 'Set-Cookie': { schema: { type: 'string' } } } })
+  @ApiProblems(400, 401, 413, 415)
   async create(@Req() req: Request, @Res({ passthrough: true }) res: Response, @Body() body: unknown): Promise<void> {
     let token = bearerToken(req.header('authorization'));
     if (token === undefined && typeof body === 'object' && body !== null && !Array.isArray(body) && 'token' in body) {
@@ -36,6 +47,8 @@ export class SessionController {
 
   @Delete()
   @HttpCode(204)
+  @ApiOperation({ summary: 'Clear the session cookie', security: [] })
+  @ApiResponse({ status: 204, description: 'signed out: the cookie is cleared', headers: { 'Set-Cookie': { schema: { type: 'string' } } } })
   end(@Req() req: Request, @Res({ passthrough: true }) res: Response): void {
     res.setHeader('Set-Cookie', cookie(req, '', ['Max-Age=0', 'Expires=Thu, 01 Jan 1970 00:00:00 GMT']));
   }

@@ -1,9 +1,11 @@
 import { Controller, Get, Inject, Param, Res, UseGuards } from '@nestjs/common';
+import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { pipeline } from 'node:stream/promises';
 import { ObjectNotFound, type ObjectStore } from '@agentrun/archive';
 import { SNAPSHOT_ID_PATTERN, snapshotObjectKeys, type SnapshotList } from '@agentrun/contracts';
 import { ReadModel, SnapshotManifest } from '@agentrun/persistence';
 import type { Response } from 'express';
+import { ApiJson, ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
 import { requireRunId } from './runs.controller';
@@ -14,6 +16,8 @@ const snapshotIdRe = new RegExp(SNAPSHOT_ID_PATTERN);
 export const OBJECT_STORE = 'agentrun.object-store';
 
 /** A run's snapshot manifest and its archives, one org at a time: another org's run is simply not there. */
+@ApiTags('snapshots')
+@ApiOrgScoped()
 @Controller('runs/:id/snapshots')
 @UseGuards(OrgGuard)
 export class SnapshotsController {
@@ -25,6 +29,10 @@ export class SnapshotsController {
 
   /** The manifest in the order rows landed; each row as its `snapshot_captured` event published it. */
   @Get()
+  @ApiOperation({ summary: "A run's snapshot manifest, in capture order" })
+  @ApiRunIdParam()
+  @ApiJson(200, 'the manifest rows, as their snapshot_captured events published them', { $ref: '#/components/schemas/SnapshotList' })
+  @ApiProblems(404)
   async list(@CurrentOrg() org: string, @Param('id') id: string): Promise<SnapshotList> {
     await this.requireRun(org, id);
     return { run_id: id, items: (await this.manifest.list(org, id)).map((s) => s.row) };
@@ -32,6 +40,11 @@ export class SnapshotsController {
 
   /** The workspace archive (tar in gzip), streamed from the object store. */
   @Get(':snapshotId/archive')
+  @ApiOperation({ summary: "A snapshot's workspace archive (tar in gzip)" })
+  @ApiRunIdParam()
+  @ApiRunIdParam('snapshotId', 'the snapshot id')
+  @ApiResponse({ status: 200, description: 'the archive, streamed', content: { 'application/gzip': { schema: { type: 'string', format: 'binary' } } } })
+  @ApiProblems(404, 410)
   async archive(@CurrentOrg() org: string, @Param('id') id: string, @Param('snapshotId') snapshotId: string, @Res() res: Response): Promise<void> {
     await this.requireRun(org, id);
     if (!snapshotIdRe.test(snapshotId)) throw new ProblemException(400, 'bad snapshot id', `snapshot id must match ${SNAPSHOT_ID_PATTERN}`);

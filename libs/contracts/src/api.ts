@@ -1,8 +1,10 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { RUN_KINDS } from './commands';
 import { RUN_EVENT_SCHEMA, SNAPSHOT_ROW_SCHEMA, type RunEventEnvelope, type RunStateView } from './events';
+import { RUN_ID_PATTERN } from './names';
 import { OUTCOMES, REJECTION_REASONS } from './outcomes';
 import { AnyObject, Embedded, StringEnum } from './schema';
+import { RUN_STATUSES } from './statuses';
 
 /** Shapes the gateway answers with over HTTP, shared by the gateway, its OpenAPI document and the dashboard. */
 
@@ -15,17 +17,19 @@ export const PROBLEM_SCHEMA = Type.Object(
     detail: Type.String(),
     /** A rejected command's reason, when a command was refused. */
     reason: Type.Optional(StringEnum(REJECTION_REASONS)),
+    /** The refused command's id, when a command was refused. */
+    command_id: Type.Optional(Type.String()),
   },
   { $id: 'https://agentrun.dev/schemas/problem.v1.json', title: 'Problem', additionalProperties: true },
 );
 export type Problem = Static<typeof PROBLEM_SCHEMA> & { [extension: string]: unknown };
 
-/** What a command route answers with 202. */
+/** What a command route answers with 202: accepted, or a duplicate of a command already accepted (a refusal is a problem). */
 export const COMMAND_ACCEPTED_SCHEMA = Type.Object(
   {
     command_id: Type.String(),
-    run_id: Type.String(),
-    outcome: StringEnum(OUTCOMES),
+    run_id: Type.String({ pattern: RUN_ID_PATTERN }),
+    outcome: StringEnum(OUTCOMES.filter((o): o is Exclude<(typeof OUTCOMES)[number], 'rejected'> => o !== 'rejected')),
     message: Type.Optional(Type.String()),
   },
   { $id: 'https://agentrun.dev/schemas/command-accepted.v1.json', title: 'CommandAccepted' },
@@ -35,9 +39,9 @@ export type CommandAccepted = Static<typeof COMMAND_ACCEPTED_SCHEMA>;
 /** One run as the read model lists it. */
 export const RUN_SUMMARY_SCHEMA = Type.Object(
   {
-    run_id: Type.String(),
+    run_id: Type.String({ pattern: RUN_ID_PATTERN }),
     kind: StringEnum(RUN_KINDS),
-    status: Type.String(),
+    status: StringEnum(RUN_STATUSES),
     model: Type.Union([Type.String(), Type.Null()]),
     parent_run_id: Type.Union([Type.String(), Type.Null()]),
     created_at: Type.String({ format: 'date-time' }),
@@ -52,7 +56,10 @@ export type RunSummary = Static<typeof RUN_SUMMARY_SCHEMA>;
 
 /** `GET /runs`: newest first; `next_cursor` is null on the last page. */
 export const RUNS_PAGE_SCHEMA = Type.Object(
-  { runs: Type.Array(Embedded(RUN_SUMMARY_SCHEMA)), next_cursor: Type.Union([Type.String(), Type.Null()]) },
+  {
+    runs: Type.Array(Embedded(RUN_SUMMARY_SCHEMA)),
+    next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'pass as `cursor` for the next page; null on the last' }),
+  },
   { $id: 'https://agentrun.dev/schemas/runs-page.v1.json', title: 'RunsPage' },
 );
 export type RunsPage = Static<typeof RUNS_PAGE_SCHEMA>;
@@ -66,7 +73,7 @@ export type RunDetail = Static<typeof RUN_DETAIL_SCHEMA>;
 
 /** `GET /runs/{id}/snapshots`: the manifest in the order rows landed. */
 export const SNAPSHOT_LIST_SCHEMA = Type.Object(
-  { run_id: Type.String(), items: Type.Array(Embedded(SNAPSHOT_ROW_SCHEMA)) },
+  { run_id: Type.String({ pattern: RUN_ID_PATTERN }), items: Type.Array(Embedded(SNAPSHOT_ROW_SCHEMA)) },
   { $id: 'https://agentrun.dev/schemas/snapshot-list.v1.json', title: 'SnapshotList' },
 );
 export type SnapshotList = Static<typeof SNAPSHOT_LIST_SCHEMA>;

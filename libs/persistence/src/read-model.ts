@@ -1,4 +1,4 @@
-import type { RunEventEnvelope, RunKind, RunStateView, RunSummary, SnapshotRow } from '@agentrun/contracts';
+import type { RunEventEnvelope, RunKind, RunStateView, RunStatus, RunSummary, SnapshotRow } from '@agentrun/contracts';
 import type { DataSource } from 'typeorm';
 import type { RunCursor } from './cursor';
 
@@ -14,7 +14,7 @@ export interface RunFilters {
 interface RunRecord {
   run_id: string;
   kind: RunKind;
-  status: string;
+  status: RunStatus;
   model: string | null;
   parent_run_id: string | null;
   created_at: Date;
