@@ -1,4 +1,4 @@
-import type { CaseErrorType, EvalRunState, RunEventEnvelope } from '@agentrun/contracts';
+import type { CaseErrorType, RunEventEnvelope } from '@agentrun/contracts';
 
 // The run's state and case views are contracts (they travel on the run events); re-exported for the workers.
 export { CASE_ERROR_TYPES, type CaseErrorType, type CaseStatus, type CaseView, type EvalRunState } from '@agentrun/contracts';
