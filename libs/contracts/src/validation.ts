@@ -177,6 +177,18 @@ export function payloadProblem(type: CommandType, payload: unknown): string | un
   return undefined;
 }
 
+/** A message value as JSON, or why it is not: empty, not UTF-8, or not JSON. */
+function parseJsonValue(value: Uint8Array | null | undefined): { ok: true; value: unknown } | { ok: false; detail: string } {
+  if (!value || value.length === 0) return { ok: false, detail: 'empty message value' };
+  const text = decodeUtf8(value);
+  if (text === undefined) return { ok: false, detail: 'not UTF-8' };
+  try {
+    return { ok: true, value: JSON.parse(text) };
+  } catch (err) {
+    return { ok: false, detail: `not JSON: ${(err as Error).message}` };
+  }
+}
+
 /**
  * Reads one event off the topic. Only the envelope is checked (and an agent's state): an unknown
  * type or an extra field is read, not refused, so a newer producer never stalls an older reader.
@@ -184,15 +196,9 @@ export function payloadProblem(type: CommandType, payload: unknown): string | un
 export type EventReading = { ok: true; event: RunEventEnvelope } | { ok: false; detail: string };
 
 export function readRunEvent(value: Buffer | null | undefined): EventReading {
-  if (!value) return { ok: false, detail: 'empty message value' };
-  const text = decodeUtf8(value);
-  if (text === undefined) return { ok: false, detail: 'not UTF-8' };
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (err) {
-    return { ok: false, detail: `not JSON: ${(err as Error).message}` };
-  }
+  const json = parseJsonValue(value);
+  if (!json.ok) return json;
+  const parsed = json.value;
   if (!runEvent(parsed)) return { ok: false, detail: describeErrors(runEvent.errors) };
   const unstorable = storageProblem(parsed);
   if (unstorable) return { ok: false, detail: unstorable };
@@ -217,15 +223,9 @@ export type RunStateReading = { ok: true; record: RunStateRecord } | { ok: false
 
 /** Reads one record of `agentrun.run-state.v1`. Never throws. */
 export function readRunStateRecord(value: Uint8Array | null | undefined): RunStateReading {
-  if (!value || value.length === 0) return { ok: false, detail: 'empty message value' };
-  const text = decodeUtf8(value);
-  if (text === undefined) return { ok: false, detail: 'not UTF-8' };
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (err) {
-    return { ok: false, detail: `not JSON: ${(err as Error).message}` };
-  }
+  const json = parseJsonValue(value);
+  if (!json.ok) return json;
+  const parsed = json.value;
   if (!runStateRecord(parsed)) return { ok: false, detail: describeErrors(runStateRecord.errors) };
   return { ok: true, record: parsed as RunStateRecord };
 }
