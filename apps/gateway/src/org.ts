@@ -45,7 +45,8 @@ export function unauthorized(detail: string): ProblemException {
  * Who is asking. Production: only an API token (`Authorization: Bearer`, or the session cookie set
  * by POST /session) names the org, checked against the token table on every request so a revoked
  * token is refused at once; `X-Org` is ignored. Local mode: a valid token still wins; otherwise
- * the org is the `X-Org` header, unauthenticated. Every route but health, docs and /session needs
+ * the org is the `X-Org` header, unauthenticated. In both, an Authorization header that is not a
+ * bearer token is a 401. Every route but health, docs and /session needs
  * one, and every query below is scoped to it, so another org's run is indistinguishable from no run.
  */
 @Injectable()
@@ -61,6 +62,11 @@ export class OrgGuard implements CanActivate {
 
   async canActivate(context: ExecutionContext): Promise<boolean> {
     const req = context.switchToHttp().getRequest<OrgRequest>();
+    // Credentials that cannot be read are refused in either mode, never quietly passed over for X-Org.
+    const authorization = req.header('authorization');
+    if (authorization !== undefined && bearerToken(authorization) === undefined) {
+      throw unauthorized('the Authorization header must be "Bearer <token>"');
+    }
     const token = presentedToken(req);
     const tokenOrg = token === undefined ? undefined : await this.tokens.orgFor(token);
     if (tokenOrg) {
