@@ -114,4 +114,52 @@ describe('EvalRun', () => {
       ]);
     });
   });
+
+  it('a case that finishes as the cancel arrives is counted, a finished benchmark failure too, and no further case starts', async () => {
+    const lastTick = new Deferred();
+    const effects: string[] = [];
+    const rig = env.rig({
+      gpuEval: {
+        // Both cases are on their last tick when the cancel comes: they finish, record their effect and answer, never having looked for a cancel.
+        runCase: async (request: CaseRequest) => {
+          const context = Context.current();
+          const beat = setInterval(() => context.heartbeat(), 50);
+          try {
+            await lastTick.promise;
+          } finally {
+            clearInterval(beat);
+          }
+          effects.push(request.key);
+          if (request.case_id === 'c2') throw ApplicationFailure.nonRetryable('wrong answer', 'CaseFailed', { error_type: 'agent_error' });
+          return { key: request.key, case_id: request.case_id, ok: true, score: 1, attempt: 1, duplicate: false };
+        },
+      },
+    });
+    await rig.run(async () => {
+      const runId = rig.runId('cancel-race');
+      const handle = await rig.startEval('cancel-race', { case_ids: ['c1', 'c2', 'c3', 'c4'], parallelism: 2, case_heartbeat_s: 2 });
+      await rig.waitForCall('runCase', 'two cases in flight', () => rig.callsOf('runCase').length === 2);
+      await handle.signal(cancelEvalSignal, { command_id: 'cancel-1' });
+      // The run has taken the cancel (and told its in-flight cases) before they answer.
+      await rig.waitForEvent(runId, 'the cancel taken', (e) => e.payload.state?.status === 'cancelling');
+      lastTick.resolve();
+
+      expect(await handle.result()).toBe('cancelled');
+      const view = await handle.query(evalStatusQuery);
+      expect(effects.sort()).toEqual(['acme/' + runId + ':c1', 'acme/' + runId + ':c2']);
+      expect(view).toMatchObject({ status: 'cancelled', done: effects.length, counts: { ok: 1, failed: 1, ungraded: 0 } });
+      expect(view.cases).toEqual({ c1: { status: 'ok', score: 1, attempts: 1 }, c2: { status: 'failed', score: 0, error_type: 'agent_error' }, c3: { status: 'pending' }, c4: { status: 'pending' } });
+      expect(rig.callsOf('runCase').map((c) => (c.input as CaseRequest).case_id).sort()).toEqual(['c1', 'c2']);
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      expect(events.map((e) => [e.type, e.payload.state?.status])).toEqual([
+        ['run_started', 'running'],
+        ['status_changed', 'cancelling'],
+        ['case_finished', 'cancelling'],
+        ['case_finished', 'cancelling'],
+        ['run_finished', 'cancelled'],
+      ]);
+      expect(events.at(-1)?.payload.state).toMatchObject({ done: 2 });
+    });
+  });
 });

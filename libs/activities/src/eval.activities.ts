@@ -65,6 +65,8 @@ export function createEvalActivities(deps: EvalActivityDeps): EvalActivities {
         duplicate: false,
         ...(ok ? {} : { error_type: errorType }),
       };
+      // A case that has heard of a cancel bills nothing; one that has not yet heard is counted by the run, which waits for its answer.
+      ctx.cancellationSignal.throwIfAborted();
       const stored = await deps.effects.record(request.key, 'eval_case', outcome, attempt);
       const result = stored.duplicate ? { ...stored.result, attempt, duplicate: true } : stored.result;
       return result.ok ? result : caseFailed(result);

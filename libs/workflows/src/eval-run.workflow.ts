@@ -1,4 +1,5 @@
 import {
+  ActivityCancellationType,
   ActivityFailure,
   allHandlersFinished,
   ApplicationFailure,
@@ -8,6 +9,7 @@ import {
   defineSignal,
   defineUpdate,
   isCancellation,
+  patched,
   proxyActivities,
   setHandler,
   upsertSearchAttributes,
@@ -80,10 +82,16 @@ function registerEvalRunHandlers(input: EvalRunInput, run: EvalLoopState, setSta
   setHandler(evalStatusQuery, () => ({ ...run.view(), processed_command_ids: [...processed].sort() }));
 }
 
+/** The benchmark failure a case ended with, if that is how it ended: the case ran and recorded its result. */
+function benchmarkFailure(err: unknown): ApplicationFailure | undefined {
+  const cause = err instanceof ActivityFailure ? err.cause : undefined;
+  return cause instanceof ApplicationFailure && cause.type === 'CaseFailed' ? cause : undefined;
+}
+
 /** A case's outcome: a benchmark failure is a result (scored 0, or ungraded when the agent did not cause it); anything else throws. */
 function failedCase(input: EvalRunInput, err: unknown): CaseView {
-  const cause = err instanceof ActivityFailure ? err.cause : undefined;
-  if (!(cause instanceof ApplicationFailure && cause.type === 'CaseFailed')) throw err;
+  const cause = benchmarkFailure(err);
+  if (!cause) throw err;
   const errorType = ((cause.details?.[0] as { error_type?: CaseErrorType } | undefined)?.error_type ?? 'agent_error') as CaseErrorType;
   const ungraded = input.errored_ungraded && NOT_THE_AGENTS_FAULT.includes(errorType);
   return { status: ungraded ? 'ungraded' : 'failed', score: ungraded ? undefined : 0, error_type: errorType };
@@ -95,6 +103,8 @@ function failedCase(input: EvalRunInput, err: unknown): CaseView {
  * reviewer approves, and is `published`.
  */
 export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
+  // Runs started before this behaviour keep abandoning their cases at a cancel, so their histories replay.
+  const countsCasesFinishedAtCancel = patched('eval-run-counts-cases-finished-at-cancel');
   const run = new EvalLoopState(input);
   const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'eval', lane: input.lanes.agentWorkflows, firstSeq: 0, state: () => run.view() });
   const setStatus = statusSetter(run, outbox);
@@ -104,6 +114,9 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
     // A cancel reaches a case at its next heartbeat.
     heartbeatTimeout: `${input.case_heartbeat_s}s`,
     retry: CASE_RETRY,
+    // A case can finish, and record its effect, before it hears of the cancel: the run waits for each
+    // case's own answer (its result, or the cancel acknowledged) so that no finished case goes uncounted.
+    ...(countsCasesFinishedAtCancel ? { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED } : {}),
   });
   const fanOut = new CancellationScope();
   registerEvalRunHandlers(input, run, setStatus, fanOut);
@@ -115,11 +128,18 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
       const result = await runCase({ key: `${input.org}/${input.run_id}:${caseId}`, org: input.org, run_id: input.run_id, case_id: caseId, fail_fraction: input.fail_fraction });
       view = { status: 'ok', score: result.score, attempts: result.attempt };
     } catch (err) {
+      // Once cancelled, a case that ended without a result (cancelled, timed out, a retry refused) did not finish.
+      if (countsCasesFinishedAtCancel && run.cancelRequested && !benchmarkFailure(err)) {
+        run.cases[caseId] = { status: 'pending' };
+        return;
+      }
       view = failedCase(input, err);
     }
     run.cases[caseId] = view;
     outbox.emit('case_finished', { case_id: caseId, ...view });
   };
+  // No case starts once the cancel is in, whatever the ones in flight answer.
+  const nextCase = (queue: string[]): string | undefined => (countsCasesFinishedAtCancel && run.cancelRequested ? undefined : queue.shift());
 
   try {
     setStatus('running', 'run_started');
@@ -127,12 +147,15 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
     await fanOut.run(() =>
       Promise.all(
         Array.from({ length: Math.min(input.parallelism, queue.length) }, async () => {
-          for (let next = queue.shift(); next !== undefined; next = queue.shift()) await evaluate(next);
+          for (let next = nextCase(queue); next !== undefined; next = nextCase(queue)) await evaluate(next);
         }),
       ),
     );
-    setStatus('awaiting_review');
-    await condition(() => run.status === 'published' || run.cancelRequested);
+    const cancelledDuringCases = countsCasesFinishedAtCancel && run.cancelRequested;
+    if (!cancelledDuringCases) {
+      setStatus('awaiting_review');
+      await condition(() => run.status === 'published' || run.cancelRequested);
+    }
     if (run.cancelRequested) setStatus('cancelled', 'run_finished');
     else outbox.emit('run_finished');
   } catch (err) {
