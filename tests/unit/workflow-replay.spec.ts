@@ -13,6 +13,9 @@ import { REPO_ROOT } from '../support/stack-env';
  * `agent-run-busy` is a long run whose steps, events and search-attribute upserts often land in one
  * workflow task: it fails when a step's result reaches the loop one microtask turn later than it did, a
  * reordering the other histories do not show. It comes from tests/e2e/bad-input.e2e.ts and is kept as is.
+ *
+ * `eval-run-cancelled` is an EvalRun cancelled while two cases ran, recorded in the workflow tier before
+ * its cases waited for their own answer at a cancel: it fails if that behaviour reaches such runs unpatched.
  */
 describe('workflow code replays the saved histories', () => {
   const dir = join(REPO_ROOT, 'tests/fixtures/histories');
@@ -21,7 +24,7 @@ describe('workflow code replays the saved histories', () => {
 
   it('has histories to replay', () => {
     expect(files).toEqual(
-      expect.arrayContaining(['agent-run.history.pb', 'agent-run-busy.history.pb', 'research-agent.history.pb', 'snapshot-series.history.pb', 'fork.history.pb']),
+      expect.arrayContaining(['agent-run.history.pb', 'agent-run-busy.history.pb', 'research-agent.history.pb', 'snapshot-series.history.pb', 'fork.history.pb', 'eval-run-cancelled.history.pb']),
     );
   });
 
