@@ -13,8 +13,9 @@ import { requireRunId } from './runs.controller';
 
 const PAGE = 500;
 
+/** A resume point as sent, or undefined when none was sent; an empty one is as malformed as any other. */
 function parseSeq(text: string | undefined): number | undefined {
-  if (text === undefined || text === '') return undefined;
+  if (text === undefined) return undefined;
   if (!/^\d{1,9}$/.test(text)) throw new ProblemException(400, 'bad resume point', 'Last-Event-ID and after must be a non-negative integer seq');
   return Number(text);
 }

@@ -22,7 +22,7 @@ const json = (value: unknown) => '```json\n' + JSON.stringify(value, null, 2) + 
  * this document keeps working.
  */
 const CHANGE_LOG = [
-  '- HTTP: the OpenAPI document is generated from the gateway\'s code and served at `/docs/openapi.json` (`/docs` is its reference page). Three answers are stricter than before, each a refusal of input that used to be passed over: a method a known path does not serve is `405` with `Allow` (was `404`); a malformed `after` is a `400` even when `Last-Event-ID` is also sent (`Last-Event-ID` still wins when both are good); an `Authorization` header that is not `Bearer <token>` is a `401` in local mode too (it used to fall back to `X-Org`).',
+  '- HTTP: the OpenAPI document is generated from the gateway\'s code and served at `/docs/openapi.json` (`/docs` is its reference page). Three answers are stricter than before, each a refusal of input that used to be passed over: a method a known path does not serve is `405` with `Allow` (was `404`); a malformed or empty `after` or `Last-Event-ID` is a `400`, also when the other one is good (`Last-Event-ID` still wins when both are); an `Authorization` header that is not `Bearer <token>` is a `401` in local mode too (it used to fall back to `X-Org`).',
   `- Added the compacted topic \`${TOPICS.runState}\` (the run-state record, keyed \`{org}/{run_id}\`), the per-type run-event payload schemas, the eval state schema and the tool catalogue. Nothing on the existing topics changed; \`tool_called\` stays a known type, reserved and never emitted.`,
   '- Version 1 as first published: commands, outcomes, DLQ records and run events.',
 ];
