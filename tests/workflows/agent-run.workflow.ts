@@ -1,7 +1,7 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
-import type { RunEvent } from '@agentrun/contracts';
+import type { RunEvent, RunEventOf } from '@agentrun/contracts';
 import { AGENT_STATUS_KEY, cancelRunSignal, changeGoalUpdate, CURRENT_STEP_KEY, pauseSignal, resumeSignal, statusQuery, type ModelCall, type ToolCall } from '@agentrun/workflows';
 import { Deferred, failureOf, holdActivity, oneToN, rejectionOf, seqsOf, toolResult, WorkflowTestEnv } from '../support/workflow-env';
 
@@ -52,7 +52,7 @@ describe('AgentRun', () => {
       const asked = rig.callsOf('callModel')[1].input as ModelCall;
       expect(asked.key.startsWith(`${childId}:0:`)).toBe(true);
       expect(asked.messages.at(-1)?.content).toBe(`research: ${started.payload.question as string}`);
-      expect(events.find((e) => e.type === 'step_completed' && e.payload.step === 3)?.payload.output).toBe('model reply at step 0');
+      expect(events.find((e): e is RunEventOf<'step_completed'> => e.type === 'step_completed' && e.payload.step === 3)?.payload.output).toBe('model reply at step 0');
       const child = await rig.client.workflow.getHandle(childId).describe();
       expect(child.type).toBe('ResearchAgent');
       expect(child.status.name).toBe('COMPLETED');
@@ -167,7 +167,7 @@ describe('AgentRun', () => {
       const events = rig.events(runId);
       expect(seqsOf(events)).toEqual(oneToN(events.length));
       expect(stepsCompleted(events)).toEqual([0, 1]);
-      expect(events.slice(-2).map((e) => [e.type, e.payload.name ?? null, statusOf(e)])).toEqual([
+      expect(events.slice(-2).map((e) => [e.type, e.type === 'compensated' ? e.payload.name : null, statusOf(e)])).toEqual([
         ['compensated', lease, 'running'],
         ['run_finished', null, 'cancelled'],
       ]);
@@ -253,7 +253,7 @@ describe('AgentRun', () => {
       expect((failure as ApplicationFailure).type).toBe('activity_failed');
       expect(failure?.message).toBe('no such file: find the answer');
       const events = rig.events(runId);
-      expect(events.find((e) => e.type === 'step_completed' && e.payload.step === 1)?.payload.attempt).toBe(2);
+      expect(events.find((e): e is RunEventOf<'step_completed'> => e.type === 'step_completed' && e.payload.step === 1)?.payload.attempt).toBe(2);
       expect(rig.callsOf('runTool').filter((c) => (c.input as ToolCall).args.step === 5)).toHaveLength(1);
       expect(events.at(-1)).toMatchObject({ type: 'run_finished', payload: { state: { status: 'failed', reason: 'activity_failed' } } });
       expect((await handle.query(statusQuery)).attempts).toBe(1);

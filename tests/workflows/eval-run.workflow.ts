@@ -64,7 +64,7 @@ describe('EvalRun', () => {
       const events = rig.events(runId);
       expect(seqsOf(events)).toEqual(oneToN(events.length));
       expect(events.map((e) => e.type)).toEqual(['run_started', ...Array(5).fill('case_finished'), 'status_changed', 'status_changed', 'run_finished']);
-      expect(events.slice(-3).map((e) => [e.payload.state?.status, e.payload.reviewer ?? null])).toEqual([
+      expect(events.slice(-3).map((e) => [e.payload.state?.status, e.type === 'status_changed' ? (e.payload.reviewer ?? null) : null])).toEqual([
         ['awaiting_review', null],
         ['published', 'rev@acme'],
         ['published', null],
