@@ -1,6 +1,6 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiBearerAuth, ApiBody, ApiCookieAuth, ApiHeader, ApiParam, ApiResponse, ApiSecurity } from '@nestjs/swagger';
-import { COMMAND_ID_PATTERN, COMMAND_PAYLOAD_SCHEMAS, ORG_PATTERN, RUN_ID_PATTERN, type CommandType } from '@agentrun/contracts';
+import { COMMAND_ID_PATTERN, COMMAND_PAYLOAD_SCHEMAS, ORG_PATTERN, plainSchema, RUN_ID_PATTERN, type CommandType } from '@agentrun/contracts';
 
 /*
  * Decorators that describe the gateway's operations in its OpenAPI document. The schemas come from
@@ -65,7 +65,7 @@ export function ApiIdempotencyKey(): MethodDecorator {
 
 /** The contracts' schemas carry an `$id` for their own registry; inside the document it would rebase references. */
 export function embeddable(schema: object): JsonSchema {
-  const copy = JSON.parse(JSON.stringify(schema)) as JsonSchema;
+  const copy = plainSchema(schema) as JsonSchema;
   delete copy.$id;
   return copy;
 }

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { RUN_KINDS } from './commands';
-import type { RunEventEnvelope, RunState } from './events';
+import type { RunState } from './events';
 import { ORG_PATTERN, RUN_ID_PATTERN, workflowIdFor } from './names';
 import { StringEnum } from './schema';
 import { RUN_STATUSES } from './statuses';
@@ -28,11 +28,4 @@ export type RunStateRecord = Static<typeof RUN_STATE_RECORD_SCHEMA>;
 /** The record's Kafka key: one per run, so compaction keeps only the newest. */
 export function runStateKey(org: string, runId: string): string {
   return workflowIdFor(org, runId);
-}
-
-/** The record an event leaves behind, or undefined when the event carries no state. */
-export function runStateRecordOf(event: RunEventEnvelope): RunStateRecord | undefined {
-  const state = event.payload.state;
-  if (!state) return undefined;
-  return { org: event.org, run_id: event.run_id, kind: event.kind, seq: event.seq, type: event.type, status: state.status, ts: event.ts, state };
 }
