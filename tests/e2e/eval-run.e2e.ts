@@ -17,16 +17,19 @@ interface EvalState {
 const caseIdsOf = (n: number): string[] => Array.from({ length: n }, (_, i) => `case-${String(i + 1).padStart(3, '0')}`);
 
 /**
- * A fresh run id whose rolls include a hiccup on some case's first attempt and a benchmark failure on
- * some case. The GPU worker seeds its rolls by run id and case with the same `roll`, so a run with this
- * id retries a case and fails one on every execution, not just on most.
+ * A fresh run id whose rolls include a hiccup on the first attempt of some case that then passes the
+ * benchmark (a failed case's view carries no attempt count, so the retry must show on a passing case),
+ * and a benchmark failure on some case, with no case hiccuping on all of its attempts. The GPU worker seeds its rolls by run id and case with the same
+ * `roll`, so a run with this id retries a case and fails one on every execution, not just on most.
  */
 function runIdWithHiccupAndFailure(prefix: string, caseIds: string[], hiccupFraction: number, failFraction: number): string {
   for (;;) {
     const id = uniqueId(prefix);
-    const hiccups = caseIds.some((c) => roll(`${id}:${c}:attempt1`) < hiccupFraction);
+    const hiccups = caseIds.some((c) => roll(`${id}:${c}:attempt1`) < hiccupFraction && roll(`${id}:${c}`) >= failFraction);
     const fails = caseIds.some((c) => roll(`${id}:${c}`) < failFraction);
-    if (hiccups && fails) return id;
+    // Every case gets past its hiccups within the workflow's 8 attempts, or the run would fail instead.
+    const settles = caseIds.every((c) => Array.from({ length: 8 }, (_, i) => roll(`${id}:${c}:attempt${i + 1}`)).some((r) => r >= hiccupFraction));
+    if (hiccups && fails && settles) return id;
   }
 }
 
