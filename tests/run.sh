@@ -100,5 +100,5 @@ echo
 echo "=== tier times"
 printf '%s\n' "${timings[@]}"
 echo
-echo "tests: ${passed} passed, ${failed} failed"
+echo "tests: ${passed} passed, ${failed} failed" | tee "$results_dir/summary.txt"
 exit $status
