@@ -1,7 +1,8 @@
-import { databaseSpec, int, kafkaSpec, lifecycleSpec, loadConfig, objectStoreSpec, oneOf, profileSpec, runDefaultsSpec, str, temporalSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, int, kafkaSpec, lifecycleSpec, loadConfig, modeSpec, objectStoreSpec, profileSpec, runDefaultsSpec, str, temporalSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 export const gatewaySpec = {
   ...lifecycleSpec,
+  ...modeSpec,
   ...profileSpec,
   ...kafkaSpec,
   ...temporalSpec,
@@ -10,8 +11,6 @@ export const gatewaySpec = {
   ...objectStoreSpec,
   // HTTP commands start runs, so the gateway reads the same run defaults as the orchestrator.
   ...runDefaultsSpec,
-  /** `production` takes the org only from an API token; `local` also trusts the X-Org header. */
-  AGENTRUN_MODE: oneOf(['local', 'production'] as const, 'local'),
   GATEWAY_PORT: int(8080, 1, 65535),
   GATEWAY_HOST: str('127.0.0.1'),
   /** Signs list cursors so a tampered one is refused; set it per deployment. */

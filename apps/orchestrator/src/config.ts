@@ -2,7 +2,7 @@ import {
   databaseSpec,
   int,
   kafkaSpec,
-  lifecycleSpec,
+  lifecycleSpec, modeSpec,
   loadConfig,
   objectStoreSpec,
   optionalStr,
@@ -18,6 +18,7 @@ import {
 
 export const orchestratorSpec = {
   ...lifecycleSpec,
+  ...modeSpec,
   ...profileSpec,
   ...kafkaSpec,
   ...temporalSpec,

@@ -1,8 +1,9 @@
-import { databaseSpec, int, kafkaSpec, lifecycleSpec, loadConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, int, kafkaSpec, lifecycleSpec, modeSpec, loadConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
 
 /** Kafka in, Postgres out: nothing of Temporal, tools or evaluations. */
 export const projectorSpec = {
   ...lifecycleSpec,
+  ...modeSpec,
   ...profileSpec,
   ...kafkaSpec,
   ...databaseSpec,

@@ -1,8 +1,9 @@
-import { databaseSpec, int, lifecycleSpec, loadConfig, objectStoreSpec, str, temporalSpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, int, lifecycleSpec, modeSpec, loadConfig, objectStoreSpec, str, temporalSpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 /** A Temporal worker that reads workspaces and Postgres and writes the object store. */
 export const snapshotterSpec = {
   ...lifecycleSpec,
+  ...modeSpec,
   ...temporalSpec,
   ...databaseSpec,
   ...workspaceSpec,

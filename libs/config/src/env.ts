@@ -2,6 +2,8 @@
  * The one place that reads the environment. Each app declares its settings once with these readers,
  * calls `loadConfig` at boot and gets a frozen, typed object; every problem is reported at once.
  */
+import { accessSync, constants, readFileSync } from 'node:fs';
+
 export type Env = Record<string, string | undefined>;
 
 export interface Setting<T> {
@@ -74,6 +76,42 @@ export function list(fallback: string[]): Setting<string[]> {
     read(env, key) {
       const value = raw(env, key);
       return value === undefined ? fallback : value.split(',').map((s) => s.trim()).filter(Boolean);
+    },
+  };
+}
+
+/**
+ * A secret: from `KEY`, or from the file named by `KEY_FILE` (how Kubernetes and Docker mount secrets),
+ * never both. A file's trailing newline is dropped. Undefined when neither is set.
+ */
+export function secret(): Setting<string | undefined> {
+  return {
+    read(env, key) {
+      const direct = raw(env, key);
+      const file = raw(env, `${key}_FILE`);
+      if (direct !== undefined && file !== undefined) throw new Error(`${key} and ${key}_FILE are both set; set one`);
+      if (file === undefined) return direct;
+      try {
+        return readFileSync(file, 'utf8').replace(/\r?\n$/, '');
+      } catch (err) {
+        throw new Error(`${key}_FILE: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      }
+    },
+  };
+}
+
+/** A path to a file that must exist and be readable (certificates, keys); undefined when unset. */
+export function readableFile(): Setting<string | undefined> {
+  return {
+    read(env, key) {
+      const path = raw(env, key);
+      if (path === undefined) return undefined;
+      try {
+        accessSync(path, constants.R_OK);
+      } catch (err) {
+        throw new Error(`${key}: cannot read ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      }
+      return path;
     },
   };
 }

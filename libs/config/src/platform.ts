@@ -12,6 +12,15 @@ export const lifecycleSpec = {
   SHUTDOWN_GRACE_MS: int(20_000, 1_000, 600_000),
 };
 
+/**
+ * Who may do what. `local` trusts the X-Org header and may listen only on loopback addresses;
+ * `production` takes the org only from an API token and refuses default secrets. The code defaults
+ * to `local` for a developer's machine; the image and the manifests set `production`.
+ */
+export const modeSpec = {
+  AGENTRUN_MODE: oneOf(['local', 'production'] as const, 'local'),
+};
+
 /** The timing profile, and the fault points the fault suite arms (see FaultPoints; ignored outside the test profile). */
 export const profileSpec = {
   AGENTRUN_PROFILE: oneOf(['production', 'test'] as const, 'production'),
@@ -88,6 +97,7 @@ export const runDefaultsSpec = {
 };
 
 export type LifecycleConfig = ConfigOf<typeof lifecycleSpec>;
+export type ModeConfig = ConfigOf<typeof modeSpec>;
 export type ProfileConfig = ConfigOf<typeof profileSpec>;
 export type KafkaConfig = ConfigOf<typeof kafkaSpec>;
 export type TemporalConfig = ConfigOf<typeof temporalSpec>;
