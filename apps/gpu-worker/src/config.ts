@@ -1,4 +1,4 @@
-import { databaseSpec, int, lifecycleSpec, modeSpec, loadConfig, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, int, lifecycleSpec, modeSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 /** A Temporal worker with Postgres for its ledgers: no Kafka, no run defaults (they arrive in each workflow's input). */
 export const gpuWorkerSpec = {
@@ -23,4 +23,4 @@ export const gpuWorkerSpec = {
   CASE_HICCUP_PER_MILLE: int(100, 0, 1_000),
 };
 export type GpuWorkerConfig = ConfigOf<typeof gpuWorkerSpec>;
-export const loadGpuWorkerConfig = (env?: Env) => loadConfig(gpuWorkerSpec, env);
+export const loadGpuWorkerConfig = (env?: Env) => loadServiceConfig(gpuWorkerSpec, env);

@@ -2,8 +2,10 @@ import {
   databaseSpec,
   int,
   kafkaSpec,
-  lifecycleSpec, modeSpec,
-  loadConfig,
+  lifecycleSpec,
+  modeSpec,
+  list,
+  loadServiceConfig,
   objectStoreSpec,
   optionalStr,
   profileSpec,
@@ -13,6 +15,7 @@ import {
   toolActivitySpec,
   workspaceSpec,
   type ConfigOf,
+  type Setting,
   type Env,
 } from '@agentrun/config';
 
@@ -29,6 +32,12 @@ export const orchestratorSpec = {
   ...toolActivitySpec,
   // Kafka commands start runs, so the orchestrator reads the same run defaults as the gateway.
   ...runDefaultsSpec,
+  /**
+   * What this process does: `commands` (the Kafka command consumer), `workflows` (the workflow worker and
+   * the event publisher beside it), `cpu-tools` (the CPU tool lane). All three by default; a cluster runs
+   * each as its own Deployment so each scales on its own signal.
+   */
+  ORCHESTRATOR_ROLES: roles(),
   ORCHESTRATOR_HOST: str('127.0.0.1'),
   ORCHESTRATOR_PORT: int(8081, 1, 65535),
   /** The model behind `callModel`: any OpenAI-compatible server (the local one by default). */
@@ -43,5 +52,21 @@ export const orchestratorSpec = {
   /** A snapshot archive whose files add up to more than this is refused when a fork restores it. */
   SNAPSHOT_RESTORE_MAX_BYTES: int(2 * 1024 ** 3, 1, Number.MAX_SAFE_INTEGER),
 };
+export const ORCHESTRATOR_ROLES = ['commands', 'workflows', 'cpu-tools'] as const;
+export type OrchestratorRole = (typeof ORCHESTRATOR_ROLES)[number];
+
+function roles(): Setting<ReadonlySet<OrchestratorRole>> {
+  const names = list([...ORCHESTRATOR_ROLES]);
+  return {
+    read(env, key) {
+      const given = names.read(env, key);
+      const unknown = given.filter((r) => !(ORCHESTRATOR_ROLES as readonly string[]).includes(r));
+      if (unknown.length) throw new Error(`${key} must name roles among ${ORCHESTRATOR_ROLES.join(', ')}, got '${unknown.join(', ')}'`);
+      if (given.length === 0) throw new Error(`${key} must name at least one of ${ORCHESTRATOR_ROLES.join(', ')}`);
+      return new Set(given as OrchestratorRole[]);
+    },
+  };
+}
+
 export type OrchestratorConfig = ConfigOf<typeof orchestratorSpec>;
-export const loadOrchestratorConfig = (env?: Env) => loadConfig(orchestratorSpec, env);
+export const loadOrchestratorConfig = (env?: Env) => loadServiceConfig(orchestratorSpec, env);

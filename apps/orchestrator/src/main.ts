@@ -6,12 +6,13 @@ import { OrchestratorModule } from './orchestrator.module';
 
 async function main(): Promise<void> {
   const config = loadOrchestratorConfig();
+  const roles = [...config.ORCHESTRATOR_ROLES];
   await runService(OrchestratorModule.forRoot(config), {
-    name: 'orchestrator',
+    name: roles.length === 3 ? 'orchestrator' : `orchestrator (${roles.join(', ')})`,
     host: config.ORCHESTRATOR_HOST,
     port: config.ORCHESTRATOR_PORT,
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
-    transports: (app) => [app.get(KafkaBusTransport)],
+    transports: (app) => (config.ORCHESTRATOR_ROLES.has('commands') ? [app.get(KafkaBusTransport)] : []),
   });
 }
 

@@ -1,4 +1,4 @@
-import { Module, type DynamicModule } from '@nestjs/common';
+import { Module, type DynamicModule, type Provider, type Type } from '@nestjs/common';
 import { commandServiceProvider } from '@agentrun/commands';
 import { KafkaBusTransport } from '@agentrun/kafka';
 import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
@@ -6,40 +6,63 @@ import { COMMAND_GROUP, CommandConsumer } from './command-consumer';
 import type { OrchestratorConfig } from './config';
 import { TemporalWorkers } from './temporal-workers';
 
+/**
+ * The orchestrator's providers for the roles it runs (ORCHESTRATOR_ROLES), and only those: a
+ * `workflows`-only process opens no Postgres pool, a `cpu-tools`-only one no Kafka client.
+ *
+ * - commands: the Kafka command consumer, which starts and steers workflows (Temporal client, Postgres ledger, Kafka);
+ * - workflows: the workflow worker and the event publisher beside it (Kafka);
+ * - cpu-tools: the CPU tool lane (Postgres for the effect ledger and leases).
+ */
 @Module({})
 export class OrchestratorModule {
   static forRoot(config: OrchestratorConfig): DynamicModule {
+    const roles = config.ORCHESTRATOR_ROLES;
+    const commands = roles.has('commands');
+    const workers = roles.has('workflows') || roles.has('cpu-tools');
+    const needs = {
+      database: commands || roles.has('cpu-tools'),
+      kafka: commands || roles.has('workflows'),
+    };
+    const checks: Type<unknown>[] = [
+      ...(needs.database ? [Database] : []),
+      ...(needs.kafka ? [Kafka] : []),
+      ...(commands ? [Temporal] : []),
+      ...(workers ? [TemporalWorkers] : []),
+      ...(commands ? [KafkaBusTransport] : []),
+    ];
+    const providers: Provider[] = [
+      { provide: PLATFORM_CONFIG, useValue: config },
+      { provide: SERVICE_NAME, useValue: 'orchestrator' },
+      ...(needs.database ? [Database] : []),
+      ...(needs.kafka ? [Kafka] : []),
+      ...(workers ? [TemporalWorkers] : []),
+      ...(commands
+        ? [
+            Temporal,
+            commandServiceProvider(config),
+            {
+              // The transport CommandConsumer's handler runs on; main.ts connects it to the app.
+              provide: KafkaBusTransport,
+              inject: [Kafka],
+              useFactory: (kafka: Kafka) =>
+                new KafkaBusTransport({
+                  name: 'command-consumer',
+                  bus: kafka.bus,
+                  groupId: kafka.topic(COMMAND_GROUP),
+                  topic: (name) => kafka.topic(name),
+                  concurrency: config.COMMAND_CONCURRENCY,
+                }),
+            },
+          ]
+        : []),
+      Readiness,
+      { provide: READINESS_CHECKS, inject: checks, useFactory: (...ready: unknown[]) => ready },
+    ];
     return {
       module: OrchestratorModule,
-      controllers: [HealthController, CommandConsumer],
-      providers: [
-        { provide: PLATFORM_CONFIG, useValue: config },
-        { provide: SERVICE_NAME, useValue: 'orchestrator' },
-        Database,
-        Kafka,
-        Temporal,
-        commandServiceProvider(config),
-        TemporalWorkers,
-        {
-          // The transport CommandConsumer's handler runs on; main.ts connects it to the app.
-          provide: KafkaBusTransport,
-          inject: [Kafka],
-          useFactory: (kafka: Kafka) =>
-            new KafkaBusTransport({
-              name: 'command-consumer',
-              bus: kafka.bus,
-              groupId: kafka.topic(COMMAND_GROUP),
-              topic: (name) => kafka.topic(name),
-              concurrency: config.COMMAND_CONCURRENCY,
-            }),
-        },
-        Readiness,
-        {
-          provide: READINESS_CHECKS,
-          inject: [Database, Kafka, Temporal, TemporalWorkers, KafkaBusTransport],
-          useFactory: (...checks: unknown[]) => checks,
-        },
-      ],
+      controllers: [HealthController, ...(commands ? [CommandConsumer] : [])],
+      providers,
     };
   }
 }

@@ -1,4 +1,4 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Optional } from '@nestjs/common';
 import { createAgentActivities, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { FaultPoints } from '@agentrun/config';
@@ -8,50 +8,63 @@ import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions }
 import type { OrchestratorConfig } from './config';
 
 /**
- * Workflow code (with the event publisher beside it) on the `agent-workflows` lane, and the CPU
- * tools on `cpu-tools`.
+ * The roles that poll Temporal: `workflows` runs workflow code (with the event publisher beside it) on
+ * the `agent-workflows` lane, `cpu-tools` runs the CPU tools on `cpu-tools`. The module provides Kafka
+ * only with `workflows` and Postgres only with `cpu-tools` (or `commands`), so each is optional here.
  */
 @Injectable()
 export class TemporalWorkers extends LaneWorkers {
   constructor(
     @Inject(PLATFORM_CONFIG) private readonly config: OrchestratorConfig,
-    private readonly db: Database,
-    private readonly kafka: Kafka,
+    @Optional() private readonly db?: Database,
+    @Optional() private readonly kafka?: Kafka,
   ) {
     super(config);
   }
 
   protected lanes(): LaneWorkerOptions[] {
-    const lanes = lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX);
-    const store = createObjectStore(objectStoreConfigOf(this.config));
+    const roles = this.config.ORCHESTRATOR_ROLES;
+    return [...(roles.has('workflows') ? [this.workflowLane()] : []), ...(roles.has('cpu-tools') ? [this.cpuToolLane()] : [])];
+  }
+
+  private workflowLane(): LaneWorkerOptions {
+    const kafka = required(this.kafka, 'Kafka', 'workflows');
     const workflowSource = this.config.WORKFLOW_BUNDLE_PATH
       ? { workflowBundle: { codePath: this.config.WORKFLOW_BUNDLE_PATH } }
       : { workflowsPath: require.resolve('@agentrun/workflows') };
-    return [
-      {
-        taskQueue: lanes.agentWorkflows,
-        ...workflowSource,
-        activities: createPublishActivities({ bus: this.kafka.bus, topicPrefix: this.kafka.topicPrefix, faults: new FaultPoints(this.config.AGENTRUN_FAULTS, this.config.AGENTRUN_PROFILE) }),
-      },
-      {
-        taskQueue: lanes.cpuTools,
-        activities: createAgentActivities({
-          workspaceRoot: this.config.WORKSPACE_ROOT,
-          effects: new EffectLedger(this.db.dataSource),
-          tools: CPU_TOOLS,
-          chat: createChatClient({
-            baseUrl: this.config.MODEL_BASE_URL,
-            apiKey: this.config.MODEL_API_KEY,
-            model: this.config.MODEL_NAME,
-            timeoutMs: this.config.MODEL_TIMEOUT_MS,
-          }),
-          compensations: new GpuLeases(this.db.dataSource),
-          // Forks restore their snapshot here, where workspaces are prepared.
-          snapshots: { store, maxBytes: this.config.SNAPSHOT_RESTORE_MAX_BYTES },
-          pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
-          payloads: { store, inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
-        }),
-      },
-    ];
+    return {
+      taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).agentWorkflows,
+      ...workflowSource,
+      activities: createPublishActivities({ bus: kafka.bus, topicPrefix: kafka.topicPrefix, faults: new FaultPoints(this.config.AGENTRUN_FAULTS, this.config.AGENTRUN_PROFILE) }),
+    };
   }
+
+  private cpuToolLane(): LaneWorkerOptions {
+    const db = required(this.db, 'Database', 'cpu-tools');
+    const store = createObjectStore(objectStoreConfigOf(this.config));
+    return {
+      taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).cpuTools,
+      activities: createAgentActivities({
+        workspaceRoot: this.config.WORKSPACE_ROOT,
+        effects: new EffectLedger(db.dataSource),
+        tools: CPU_TOOLS,
+        chat: createChatClient({
+          baseUrl: this.config.MODEL_BASE_URL,
+          apiKey: this.config.MODEL_API_KEY,
+          model: this.config.MODEL_NAME,
+          timeoutMs: this.config.MODEL_TIMEOUT_MS,
+        }),
+        compensations: new GpuLeases(db.dataSource),
+        // Forks restore their snapshot here, where workspaces are prepared.
+        snapshots: { store, maxBytes: this.config.SNAPSHOT_RESTORE_MAX_BYTES },
+        pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
+        payloads: { store, inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
+      }),
+    };
+  }
+}
+
+function required<T>(provider: T | undefined, what: string, role: string): T {
+  if (!provider) throw new Error(`the ${role} role needs ${what}, which the module did not provide`);
+  return provider;
 }

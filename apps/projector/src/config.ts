@@ -1,4 +1,4 @@
-import { databaseSpec, int, kafkaSpec, lifecycleSpec, modeSpec, loadConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, int, kafkaSpec, lifecycleSpec, modeSpec, loadServiceConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
 
 /** Kafka in, Postgres out: nothing of Temporal, tools or evaluations. */
 export const projectorSpec = {
@@ -13,4 +13,4 @@ export const projectorSpec = {
   PROJECTOR_CONCURRENCY: int(3, 1, 64),
 };
 export type ProjectorConfig = ConfigOf<typeof projectorSpec>;
-export const loadProjectorConfig = (env?: Env) => loadConfig(projectorSpec, env);
+export const loadProjectorConfig = (env?: Env) => loadServiceConfig(projectorSpec, env);

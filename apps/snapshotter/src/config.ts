@@ -1,4 +1,4 @@
-import { databaseSpec, int, lifecycleSpec, modeSpec, loadConfig, objectStoreSpec, str, temporalSpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, int, lifecycleSpec, modeSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 /** A Temporal worker that reads workspaces and Postgres and writes the object store. */
 export const snapshotterSpec = {
@@ -16,4 +16,4 @@ export const snapshotterSpec = {
   SNAPSHOT_PACE_MS: int(0, 0, 600_000),
 };
 export type SnapshotterConfig = ConfigOf<typeof snapshotterSpec>;
-export const loadSnapshotterConfig = (env?: Env) => loadConfig(snapshotterSpec, env);
+export const loadSnapshotterConfig = (env?: Env) => loadServiceConfig(snapshotterSpec, env);

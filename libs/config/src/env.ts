@@ -82,15 +82,17 @@ export function list(fallback: string[]): Setting<string[]> {
 
 /**
  * A secret: from `KEY`, or from the file named by `KEY_FILE` (how Kubernetes and Docker mount secrets),
- * never both. A file's trailing newline is dropped. Undefined when neither is set.
+ * never both. A file's trailing newline is dropped. `fallback` (or undefined) when neither is set.
  */
-export function secret(): Setting<string | undefined> {
+export function secret(): Setting<string | undefined>;
+export function secret(fallback: string): Setting<string>;
+export function secret(fallback?: string): Setting<string | undefined> {
   return {
     read(env, key) {
       const direct = raw(env, key);
       const file = raw(env, `${key}_FILE`);
       if (direct !== undefined && file !== undefined) throw new Error(`${key} and ${key}_FILE are both set; set one`);
-      if (file === undefined) return direct;
+      if (file === undefined) return direct ?? fallback;
       try {
         return readFileSync(file, 'utf8').replace(/\r?\n$/, '');
       } catch (err) {

@@ -1,3 +1,4 @@
 export * from './env';
 export * from './platform';
 export * from './faults';
+export * from './production';
