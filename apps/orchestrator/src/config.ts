@@ -19,6 +19,22 @@ import {
   type Env,
 } from '@agentrun/config';
 
+export const ORCHESTRATOR_ROLES = ['commands', 'workflows', 'cpu-tools'] as const;
+export type OrchestratorRole = (typeof ORCHESTRATOR_ROLES)[number];
+
+function roles(): Setting<ReadonlySet<OrchestratorRole>> {
+  const names = list([...ORCHESTRATOR_ROLES]);
+  return {
+    read(env, key) {
+      const given = names.read(env, key);
+      const unknown = given.filter((r) => !(ORCHESTRATOR_ROLES as readonly string[]).includes(r));
+      if (unknown.length) throw new Error(`${key} must name roles among ${ORCHESTRATOR_ROLES.join(', ')}, got '${unknown.join(', ')}'`);
+      if (given.length === 0) throw new Error(`${key} must name at least one of ${ORCHESTRATOR_ROLES.join(', ')}`);
+      return new Set(given as OrchestratorRole[]);
+    },
+  };
+}
+
 export const orchestratorSpec = {
   ...lifecycleSpec,
   ...modeSpec,
@@ -52,21 +68,5 @@ export const orchestratorSpec = {
   /** A snapshot archive whose files add up to more than this is refused when a fork restores it. */
   SNAPSHOT_RESTORE_MAX_BYTES: int(2 * 1024 ** 3, 1, Number.MAX_SAFE_INTEGER),
 };
-export const ORCHESTRATOR_ROLES = ['commands', 'workflows', 'cpu-tools'] as const;
-export type OrchestratorRole = (typeof ORCHESTRATOR_ROLES)[number];
-
-function roles(): Setting<ReadonlySet<OrchestratorRole>> {
-  const names = list([...ORCHESTRATOR_ROLES]);
-  return {
-    read(env, key) {
-      const given = names.read(env, key);
-      const unknown = given.filter((r) => !(ORCHESTRATOR_ROLES as readonly string[]).includes(r));
-      if (unknown.length) throw new Error(`${key} must name roles among ${ORCHESTRATOR_ROLES.join(', ')}, got '${unknown.join(', ')}'`);
-      if (given.length === 0) throw new Error(`${key} must name at least one of ${ORCHESTRATOR_ROLES.join(', ')}`);
-      return new Set(given as OrchestratorRole[]);
-    },
-  };
-}
-
 export type OrchestratorConfig = ConfigOf<typeof orchestratorSpec>;
 export const loadOrchestratorConfig = (env?: Env) => loadServiceConfig(orchestratorSpec, env);
