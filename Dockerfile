@@ -49,11 +49,19 @@ RUN npm ci --omit=dev \
  && npm cache clean --force
 
 # --- runtime ---
+# Production by default: every app listens on all interfaces (a container's port is reached from
+# outside it) and AGENTRUN_MODE=production takes the org only from API tokens and refuses development
+# secrets. Local mode, which trusts X-Org, refuses to listen on anything but loopback.
 FROM ${NODE_IMAGE} AS runtime
 ENV NODE_ENV=production \
+    AGENTRUN_MODE=production \
     WORKSPACE_ROOT=/var/lib/agentrun/workspaces \
     OBJECT_STORE_DIR=/var/lib/agentrun/objects \
-    GATEWAY_HOST=0.0.0.0
+    GATEWAY_HOST=0.0.0.0 \
+    ORCHESTRATOR_HOST=0.0.0.0 \
+    GPU_WORKER_HOST=0.0.0.0 \
+    PROJECTOR_HOST=0.0.0.0 \
+    SNAPSHOTTER_HOST=0.0.0.0
 WORKDIR /app
 # Code and dependencies stay root-owned (read-only for the service user); only the data dir is writable.
 COPY --from=prod-deps /app/node_modules ./node_modules
