@@ -62,10 +62,12 @@ interface Service {
   volumes?: (string | { type?: string; source?: string; target: string })[];
   depends_on?: string[] | Record<string, { condition?: string }>;
   healthcheck?: { test?: string | string[] };
+  secrets?: string[];
 }
 interface Compose {
   services: Record<string, Service>;
   volumes?: Record<string, unknown>;
+  secrets?: Record<string, { file?: string }>;
 }
 
 function interpolate(value: string): string {
@@ -338,14 +340,18 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
   });
 
   describe('postgres', () => {
-    it('has the user, password and database of stack.env', () => {
+    it('has the user and database of stack.env, and its password from the secret make-secrets.sh writes', () => {
       const s = service('postgres');
       expect(s.image).toMatch(/^postgres:16(\.|-|$)/);
       expect(envOf(s)).toMatchObject({
         POSTGRES_USER: stack.POSTGRES_USER,
-        POSTGRES_PASSWORD: stack.POSTGRES_PASSWORD,
+        POSTGRES_PASSWORD_FILE: '/run/secrets/database_password',
         POSTGRES_DB: stack.POSTGRES_DB,
       });
+      expect(envOf(s).POSTGRES_PASSWORD).toBeUndefined();
+      expect(s.secrets).toEqual(['database_password']);
+      expect(compose.secrets?.database_password?.file).toBe('.stack/compose/secrets/database-password');
+      expect(readFileSync(join(REPO_ROOT, 'deploy', 'compose', 'make-secrets.sh'), 'utf8')).toContain('for name in database-password cursor-secret');
     });
   });
 
@@ -446,7 +452,7 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
         expect(existsSync(join(REPO_ROOT, 'apps', app, 'src', 'main.ts'))).toBe(true);
       });
 
-      it('points at the compose Kafka, Temporal and Postgres with the stack.env credentials', () => {
+      it('points at the compose Kafka, Temporal and Postgres, with the database password from the secret', () => {
         const env = envOf(service(app));
         const advertised = envOf(service('kafka')).KAFKA_ADVERTISED_LISTENERS.split(',').map((l) => l.split('://')[1]);
         expect(env.KAFKA_BROKERS).toBeTruthy();
@@ -469,10 +475,18 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
           host: 'postgres',
           port: stack.POSTGRES_PORT,
           user: stack.POSTGRES_USER,
-          password: stack.POSTGRES_PASSWORD,
+          password: '',
           database: stack.POSTGRES_DB,
         });
-        expect(env.AGENTRUN_MODE).toBe('local');
+        expect(env.DATABASE_PASSWORD_FILE).toBe(envOf(service('postgres')).POSTGRES_PASSWORD_FILE);
+        expect(service(app).secrets).toContain('database_password');
+        // Inside a container an app listens on 0.0.0.0, which local mode refuses.
+        expect(env.AGENTRUN_MODE).toBe('production');
+        if (app === 'gateway') {
+          expect(env.CURSOR_SECRET_FILE).toBe('/run/secrets/cursor_secret');
+          expect(service(app).secrets).toContain('cursor_secret');
+          expect(compose.secrets?.cursor_secret?.file).toBe('.stack/compose/secrets/cursor-secret');
+        }
       });
 
       // Inside a container the app must listen on 0.0.0.0 for its published port to answer. Only the
