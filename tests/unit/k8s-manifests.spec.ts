@@ -8,7 +8,7 @@
  * kubectl is required: `bash deploy/k8s/validate.sh` (the manifests tier) installs Debian's package.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
@@ -139,19 +139,17 @@ function withSecretFiles(objects: K8sObject[], pod: K8sObject, container: K8sObj
     if (!value || !value.startsWith('/')) continue;
     const mount = (container.volumeMounts ?? []).find((m: K8sObject) => value.startsWith(`${m.mountPath}/`));
     const volume = mount && (pod.volumes ?? []).find((v: K8sObject) => v.name === mount.name);
-    const secrets = volume && secretsOfVolume(volume);
+    const secrets: string[] | undefined = volume ? secretsOfVolume(volume) : undefined;
     if (!secrets) {
       if (/_(FILE|PATH)$/.test(key) && key !== 'WORKFLOW_BUNDLE_PATH') problems.push(`${key}=${value} is not in a mounted Secret`);
       continue;
     }
     const name = relative(mount.mountPath, value);
-    const rendered = secrets.map((s) => find(objects, 'Secret', s)).filter(Boolean) as K8sObject[];
+    const rendered = secrets.map((s) => find(objects, 'Secret', s)).filter((s): s is K8sObject => s !== undefined);
     const holder = rendered.find((s) => s.data?.[name] !== undefined);
-    const optionalOnly = (volume.projected?.sources ?? []).filter((s: K8sObject) => !s.secret.optional).map((s: K8sObject) => s.secret.name);
-    // Every required Secret rendered and none has the key: the file would be missing in the pod.
-    if (!holder && rendered.length > 0 && optionalOnly.every((s: string) => rendered.some((r) => r.metadata.name === s)) && rendered.length === secrets.length) {
-      problems.push(`${key}=${value}: no Secret mounted there has the key ${name}`);
-    }
+    // When the overlay renders every Secret the pod requires, what it renders is what the pod gets.
+    const required: string[] = volume.secret ? [volume.secret.secretName] : volume.projected.sources.filter((s: K8sObject) => !s.secret.optional).map((s: K8sObject) => s.secret.name);
+    if (!holder && required.every((s) => rendered.some((r) => r.metadata.name === s))) problems.push(`${key}=${value}: no Secret mounted there has the key ${name}`);
     const file = join(dir, key);
     writeFileSync(file, holder ? Buffer.from(holder.data[name], 'base64') : `example content of ${name}\n`);
     out[key] = file;
@@ -247,6 +245,13 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
       expect({ name, pdb: objectsOf(overlay).some((o) => o.kind === 'PodDisruptionBudget' && selects(o.spec.selector?.matchLabels)) }).toEqual({ name, pdb: true });
       expect({ name, service: objectsOf(overlay).some((o) => o.kind === 'Service' && selects(o.spec.selector)) }).toEqual({ name, service: true });
     }
+  });
+
+  it("points the workflow workers at the bundle the image's build writes", () => {
+    const { env } = environmentOf(objectsOf(overlay), find(objectsOf(overlay), 'Deployment', 'orchestrator-workflows')!.spec.template.spec.containers[0]);
+    expect(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8')).toMatch(/^WORKDIR \/app$/m);
+    expect(readFileSync(join(REPO_ROOT, 'tools/bundle-workflows.js'), 'utf8')).toContain("'../libs/workflows/dist/workflow-bundle.js'");
+    expect(env.WORKFLOW_BUNDLE_PATH).toBe('/app/libs/workflows/dist/workflow-bundle.js');
   });
 
   it('runs the migrations and the topics as Jobs', () => {
@@ -368,6 +373,12 @@ describe('the check itself', () => {
       "config: SSE_KEEPALIVE_SECONDS must be an integer, got 'soon'",
       'sets KAFKA_BROKER, which no service reads',
     ]);
+  });
+
+  it('fails a Deployment whose secret file names a key its Secret does not have', () => {
+    const deployment = gateway();
+    deployment.spec.template.spec.containers[0].env.find((e: K8sObject) => e.name === 'DATABASE_PASSWORD_FILE').value = '/var/run/secrets/agentrun/db-password';
+    expect(problems(deployment)).toEqual(['DATABASE_PASSWORD_FILE=/var/run/secrets/agentrun/db-password: no Secret mounted there has the key db-password']);
   });
 
   it('fails a Deployment that runs as root or keeps its capabilities', () => {
