@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test, tier by tier, against one shared stack (started here if it is not up).
 #
-#   bash tests/run.sh           lint, unit (with the in-process workflow tests), e2e, browser, faults (one scenario per kind)
-#   bash tests/run.sh unit|lint|e2e|browser|faults
+#   bash tests/run.sh           lint, manifests, unit (with the in-process workflow tests), e2e, browser, faults (one scenario per kind)
+#   bash tests/run.sh unit|lint|manifests|e2e|browser|faults
 #
 # Each tier's time is printed, and the last line totals the tests: "tests: N passed, N failed".
 set -uo pipefail
@@ -65,6 +65,8 @@ fi
 tier build npm run --silent build || { echo "build failed"; exit 1; }
 
 case "$only" in all | lint) tier lint npm run --silent lint ;; esac
+# The Kubernetes manifests, rendered and validated offline (deploy/k8s/validate.sh installs its tools).
+case "$only" in all | manifests) tier manifests bash deploy/k8s/validate.sh ;; esac
 case "$only" in all | unit) tier unit unit_tier ;; esac
 case "$only" in
   all | e2e | browser | faults)

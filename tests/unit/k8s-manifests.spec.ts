@@ -1,0 +1,397 @@
+/**
+ * The Kubernetes manifests (deploy/k8s), rendered per overlay with `kubectl kustomize`, against the code
+ * they deploy: every Deployment starts one app with its probes on the app's own port, resources, a
+ * non-root context and a grace period above the drain deadline, and sets what the app needs in a
+ * cluster, checked by loading the app's own config spec from the environment the Deployment gives it
+ * (ConfigMap, env, secret files). The KEDA triggers name the code's topics, groups and task queues.
+ *
+ * kubectl is required: `bash deploy/k8s/validate.sh` (the manifests tier, which runs first) installs it.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative } from 'node:path';
+import { parseAllDocuments } from 'yaml';
+import { ConfigError, loadConfig, type Env, type Spec } from '@agentrun/config';
+import { TASK_QUEUES, TOPICS } from '@agentrun/contracts';
+import { gatewaySpec } from '../../apps/gateway/src/config';
+import { gpuWorkerSpec } from '../../apps/gpu-worker/src/config';
+import { COMMAND_GROUP } from '../../apps/orchestrator/src/command-consumer';
+import { orchestratorSpec } from '../../apps/orchestrator/src/config';
+import { projectorSpec } from '../../apps/projector/src/config';
+import { PROJECTOR_GROUP } from '../../apps/projector/src/run-event.projector';
+import { snapshotterSpec } from '../../apps/snapshotter/src/config';
+
+const REPO_ROOT = join(__dirname, '../..');
+const OVERLAYS = ['local', 'production'] as const;
+type Overlay = (typeof OVERLAYS)[number];
+
+/* eslint-disable @typescript-eslint/no-explicit-any -- rendered YAML is untyped; each check reads the fields it needs */
+type K8sObject = Record<string, any>;
+
+interface App {
+  app: string;
+  spec: Spec;
+  host: string;
+  port: string;
+  role?: 'commands' | 'workflows' | 'cpu-tools';
+}
+
+/** Every Deployment the manifests must have, and the app each one runs. */
+const DEPLOYMENTS: Record<string, App> = {
+  gateway: { app: 'gateway', spec: gatewaySpec, host: 'GATEWAY_HOST', port: 'GATEWAY_PORT' },
+  'orchestrator-commands': { app: 'orchestrator', spec: orchestratorSpec, host: 'ORCHESTRATOR_HOST', port: 'ORCHESTRATOR_PORT', role: 'commands' },
+  'orchestrator-workflows': { app: 'orchestrator', spec: orchestratorSpec, host: 'ORCHESTRATOR_HOST', port: 'ORCHESTRATOR_PORT', role: 'workflows' },
+  'orchestrator-cpu-tools': { app: 'orchestrator', spec: orchestratorSpec, host: 'ORCHESTRATOR_HOST', port: 'ORCHESTRATOR_PORT', role: 'cpu-tools' },
+  projector: { app: 'projector', spec: projectorSpec, host: 'PROJECTOR_HOST', port: 'PROJECTOR_PORT' },
+  'gpu-worker': { app: 'gpu-worker', spec: gpuWorkerSpec, host: 'GPU_WORKER_HOST', port: 'GPU_WORKER_PORT' },
+  snapshotter: { app: 'snapshotter', spec: snapshotterSpec, host: 'SNAPSHOTTER_HOST', port: 'SNAPSHOTTER_PORT' },
+};
+
+/**
+ * Settings the other parts of this change add to the libs' groups (Kafka security and topics,
+ * Temporal TLS, Postgres TLS and migrations, orchestrator roles). Until every spec declares them they
+ * are known here, so a misspelt key in the manifests still fails.
+ */
+const AGREED_SETTINGS = [
+  'KAFKA_GROUP_ID', 'KAFKA_SECURITY_PROTOCOL', 'KAFKA_SASL_MECHANISM', 'KAFKA_SASL_USERNAME', 'KAFKA_SASL_PASSWORD',
+  'KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL', 'KAFKA_SASL_OAUTHBEARER_CLIENT_ID', 'KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET',
+  'KAFKA_SASL_OAUTHBEARER_SCOPE', 'KAFKA_SSL_CA_FILE', 'KAFKA_SSL_CERT_FILE', 'KAFKA_SSL_KEY_FILE', 'KAFKA_SSL_KEY_PASSWORD',
+  'KAFKA_TOPIC_PARTITIONS', 'KAFKA_REPLICATION_FACTOR', 'KAFKA_MIN_INSYNC_REPLICAS', 'KAFKA_RETENTION_MS', 'KAFKA_TOPICS_CHECK',
+  'TEMPORAL_API_KEY', 'TEMPORAL_TLS', 'TEMPORAL_TLS_SERVER_CA_CERT_PATH', 'TEMPORAL_TLS_CLIENT_CERT_PATH',
+  'TEMPORAL_TLS_CLIENT_KEY_PATH', 'TEMPORAL_TLS_SERVER_NAME', 'TEMPORAL_TLS_DISABLE_HOST_VERIFICATION', 'TEMPORAL_CHECK_SEARCH_ATTRIBUTES',
+  'DATABASE_PASSWORD', 'DATABASE_SSLMODE', 'DATABASE_SSL_CA_FILE', 'DATABASE_SSL_CERT_FILE', 'DATABASE_SSL_KEY_FILE',
+  'DATABASE_STATEMENT_TIMEOUT_MS', 'DATABASE_MIGRATE', 'ORCHESTRATOR_ROLES',
+];
+/** Secrets that may also come from a file named by KEY_FILE. */
+const SECRET_SETTINGS = ['KAFKA_SASL_PASSWORD', 'KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET', 'KAFKA_SSL_KEY_PASSWORD', 'TEMPORAL_API_KEY', 'DATABASE_PASSWORD', 'CURSOR_SECRET'];
+/** Read by the AWS SDK's default credential chain, not by our specs. */
+const AWS_SETTINGS = /^AWS_/;
+const KNOWN_SETTINGS = new Set([
+  ...Object.values(DEPLOYMENTS).flatMap((d) => Object.keys(d.spec)),
+  ...AGREED_SETTINGS,
+  ...SECRET_SETTINGS.map((key) => `${key}_FILE`),
+]);
+
+/** The machine's kubectl, else the one deploy/k8s/validate.sh installs into its venv where the machine has none. */
+const KUBECTLS = ['kubectl', join(REPO_ROOT, '.stack/opt/kubernetes-validate-venv/bin/kubectl')];
+
+function render(overlay: Overlay): K8sObject[] {
+  const dir = join(REPO_ROOT, 'deploy/k8s/overlays', overlay);
+  for (const kubectl of KUBECTLS) {
+    let out: string;
+    try {
+      out = execFileSync(kubectl, ['kustomize', dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+      throw err;
+    }
+    return parseAllDocuments(out)
+      .map((doc) => doc.toJS() as K8sObject | null)
+      .filter((obj): obj is K8sObject => obj !== null);
+  }
+  throw new Error('kubectl is not installed: `bash deploy/k8s/validate.sh` (the manifests tier) installs it');
+}
+
+const rendered = new Map<Overlay, K8sObject[]>();
+function objectsOf(overlay: Overlay): K8sObject[] {
+  if (!rendered.has(overlay)) rendered.set(overlay, render(overlay));
+  return rendered.get(overlay)!;
+}
+const find = (objects: K8sObject[], kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata?.name === name);
+
+/** The environment a container starts with: envFrom ConfigMaps first, then env (which wins). Secret values resolve where the overlay renders the Secret. */
+function environmentOf(objects: K8sObject[], container: K8sObject): { env: Env; fromSecret: Map<string, string> } {
+  const env: Env = {};
+  const fromSecret = new Map<string, string>();
+  for (const source of container.envFrom ?? []) {
+    const map = source.configMapRef ? find(objects, 'ConfigMap', source.configMapRef.name) : undefined;
+    if (source.configMapRef && !map) throw new Error(`envFrom names a missing ConfigMap ${source.configMapRef.name}`);
+    Object.assign(env, map?.data ?? {});
+  }
+  for (const entry of container.env ?? []) {
+    const ref = entry.valueFrom?.secretKeyRef;
+    if (!ref) {
+      env[entry.name] = entry.value ?? '';
+      continue;
+    }
+    fromSecret.set(entry.name, `${ref.name}/${ref.key}`);
+    const secret = find(objects, 'Secret', ref.name);
+    const value = secret?.data?.[ref.key] ?? secret?.stringData?.[ref.key];
+    // A Secret the overlay does not render is created by the operator: any non-empty value stands in.
+    if (secret) env[entry.name] = value === undefined ? undefined : secret.data ? Buffer.from(value, 'base64').toString('utf8') : value;
+    else if (!ref.optional) env[entry.name] = `value of ${ref.name}/${ref.key}`;
+  }
+  return { env, fromSecret };
+}
+
+/** Secret names behind a volume (a secret or a projection of secrets), or undefined for any other kind. */
+function secretsOfVolume(volume: K8sObject): string[] | undefined {
+  if (volume.secret) return [volume.secret.secretName];
+  if (volume.projected) {
+    const sources: K8sObject[] = volume.projected.sources ?? [];
+    return sources.every((s) => s.secret) ? sources.map((s) => s.secret.name) : undefined;
+  }
+  return undefined;
+}
+
+/**
+ * Paths set in the environment that point into a mounted Secret are swapped for temporary files, so
+ * the specs' file readers (secret(), readableFile()) read something. The content is the Secret's value
+ * where the overlay renders it; the key must exist there.
+ */
+function withSecretFiles(objects: K8sObject[], pod: K8sObject, container: K8sObject, env: Env, dir: string, problems: string[]): Env {
+  const out: Env = { ...env };
+  for (const [key, value] of Object.entries(env)) {
+    if (!value || !value.startsWith('/')) continue;
+    const mount = (container.volumeMounts ?? []).find((m: K8sObject) => value.startsWith(`${m.mountPath}/`));
+    const volume = mount && (pod.volumes ?? []).find((v: K8sObject) => v.name === mount.name);
+    const secrets: string[] | undefined = volume ? secretsOfVolume(volume) : undefined;
+    if (!secrets) {
+      if (/_(FILE|PATH)$/.test(key) && key !== 'WORKFLOW_BUNDLE_PATH') problems.push(`${key}=${value} is not in a mounted Secret`);
+      continue;
+    }
+    const name = relative(mount.mountPath, value);
+    const rendered = secrets.map((s) => find(objects, 'Secret', s)).filter((s): s is K8sObject => s !== undefined);
+    const holder = rendered.find((s) => s.data?.[name] !== undefined);
+    // When the overlay renders every Secret the pod requires, what it renders is what the pod gets.
+    const required: string[] = volume.secret ? [volume.secret.secretName] : volume.projected.sources.filter((s: K8sObject) => !s.secret.optional).map((s: K8sObject) => s.secret.name);
+    if (!holder && required.every((s) => rendered.some((r) => r.metadata.name === s))) problems.push(`${key}=${value}: no Secret mounted there has the key ${name}`);
+    const file = join(dir, key);
+    writeFileSync(file, holder ? Buffer.from(holder.data[name], 'base64') : `example content of ${name}\n`);
+    out[key] = file;
+  }
+  return out;
+}
+
+const isLoopback = (value: unknown): boolean =>
+  (Array.isArray(value) ? value : [value]).some((v) => typeof v === 'string' && /(^|[/@:])(127\.0\.0\.1|localhost)([:/]|$)/.test(v));
+
+/** Every problem with one Deployment as rendered in one overlay; empty when it is right. */
+function problemsOfDeployment(objects: K8sObject[], deployment: K8sObject, app: App): string[] {
+  const problems: string[] = [];
+  const pod = deployment.spec?.template?.spec ?? {};
+  const containers: K8sObject[] = pod.containers ?? [];
+  if (containers.length !== 1) return [`has ${containers.length} containers, expected 1`];
+  const [container] = containers;
+
+  const command = [...(container.command ?? []), ...(container.args ?? [])];
+  if (command.join(' ') !== `node apps/${app.app}/dist/main.js`) problems.push(`runs '${command.join(' ')}', expected 'node apps/${app.app}/dist/main.js'`);
+
+  const { env } = environmentOf(objects, container);
+  for (const key of Object.keys(env)) {
+    if (!KNOWN_SETTINGS.has(key) && !AWS_SETTINGS.test(key)) problems.push(`sets ${key}, which no service reads`);
+  }
+  if (env.AGENTRUN_MODE !== 'production') problems.push(`AGENTRUN_MODE is '${env.AGENTRUN_MODE}', expected production`);
+  if (env[app.host] !== '0.0.0.0') problems.push(`${app.host} is '${env[app.host]}', expected 0.0.0.0`);
+  if (app.role && env.ORCHESTRATOR_ROLES !== app.role) problems.push(`ORCHESTRATOR_ROLES is '${env.ORCHESTRATOR_ROLES}', expected ${app.role}`);
+  if (env.DATABASE_URL && new URL(env.DATABASE_URL).password) problems.push('DATABASE_URL carries a password; it belongs in DATABASE_PASSWORD_FILE');
+  if (env.DATABASE_URL && !env.DATABASE_PASSWORD && !env.DATABASE_PASSWORD_FILE) problems.push('no DATABASE_PASSWORD_FILE');
+
+  // The settings a cluster must give: every default that points at this machine, and every secret with a default.
+  const defaults = loadConfig(app.spec, {}) as Record<string, unknown>;
+  for (const [key, value] of Object.entries(defaults)) {
+    const isSecret = /SECRET|PASSWORD|API_KEY/.test(key) && typeof value === 'string' && value !== '';
+    if (!isLoopback(value) && !isSecret) continue;
+    if (env[key] === undefined && env[`${key}_FILE`] === undefined) problems.push(`does not set ${key} (its default only works on a developer's machine)`);
+    else if (env[key] !== undefined && (isLoopback(env[key]) || env[key] === value)) problems.push(`${key} is still the local default '${env[key]}'`);
+  }
+
+  const dir = mkdtempSync(join(tmpdir(), 'k8s-env-'));
+  try {
+    const config = loadConfig(app.spec, withSecretFiles(objects, pod, container, env, dir, problems)) as Record<string, any>;
+    const appPort = String(config[app.port]);
+    const portOf = (port: unknown) => String(typeof port === 'number' ? port : (container.ports ?? []).find((p: K8sObject) => p.name === port)?.containerPort);
+    for (const [probe, path] of [['livenessProbe', '/livez'], ['readinessProbe', '/readyz']] as const) {
+      const get = container[probe]?.httpGet;
+      if (!get) problems.push(`has no ${probe}`);
+      else if (get.path !== path || portOf(get.port) !== appPort) problems.push(`${probe} is ${get.path} on port ${portOf(get.port)}, expected ${path} on ${app.port} ${appPort}`);
+    }
+    if (!((pod.terminationGracePeriodSeconds ?? 30) * 1000 > config.SHUTDOWN_GRACE_MS)) {
+      problems.push(`terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds ?? 30} is not above SHUTDOWN_GRACE_MS ${config.SHUTDOWN_GRACE_MS}`);
+    }
+  } catch (err) {
+    if (!(err instanceof ConfigError)) throw err;
+    problems.push(...err.problems.map((p) => `config: ${p}`));
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+
+  for (const kind of ['requests', 'limits'] as const) {
+    for (const resource of ['cpu', 'memory']) {
+      if (!container.resources?.[kind]?.[resource]) problems.push(`has no ${resource} ${kind}`);
+    }
+  }
+  const context = container.securityContext ?? {};
+  if (pod.securityContext?.runAsNonRoot !== true) problems.push('runAsNonRoot is not set on the pod');
+  if (!(pod.securityContext?.runAsUser > 0)) problems.push('runAsUser is not a non-root uid');
+  if (context.allowPrivilegeEscalation !== false) problems.push('allows privilege escalation');
+  if (context.readOnlyRootFilesystem !== true) problems.push('root filesystem is writable');
+  if (!context.capabilities?.drop?.includes('ALL')) problems.push('does not drop ALL capabilities');
+  return problems;
+}
+
+describe.each(OVERLAYS)('the %s overlay', (overlay) => {
+  const deployments = () => objectsOf(overlay).filter((o) => o.kind === 'Deployment');
+
+  it('has exactly one Deployment per app and orchestrator role', () => {
+    expect(deployments().map((d) => d.metadata.name).sort()).toEqual(Object.keys(DEPLOYMENTS).sort());
+  });
+
+  it.each(Object.keys(DEPLOYMENTS))('%s: probes on its port, resources, non-root, grace period, and every setting its app needs', (name) => {
+    const deployment = find(objectsOf(overlay), 'Deployment', name);
+    expect(deployment).toBeDefined();
+    expect(problemsOfDeployment(objectsOf(overlay), deployment!, DEPLOYMENTS[name])).toEqual([]);
+  });
+
+  it('gives each Deployment a PodDisruptionBudget and a Service that select its pods', () => {
+    for (const deployment of deployments()) {
+      const labels = deployment.spec.template.metadata.labels;
+      const selects = (selector: Record<string, string> = {}) => Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels[k] === v);
+      const name = deployment.metadata.name;
+      expect({ name, pdb: objectsOf(overlay).some((o) => o.kind === 'PodDisruptionBudget' && selects(o.spec.selector?.matchLabels)) }).toEqual({ name, pdb: true });
+      expect({ name, service: objectsOf(overlay).some((o) => o.kind === 'Service' && selects(o.spec.selector)) }).toEqual({ name, service: true });
+    }
+  });
+
+  it("points the workflow workers at the bundle the image's build writes", () => {
+    const { env } = environmentOf(objectsOf(overlay), find(objectsOf(overlay), 'Deployment', 'orchestrator-workflows')!.spec.template.spec.containers[0]);
+    expect(readFileSync(join(REPO_ROOT, 'Dockerfile'), 'utf8')).toMatch(/^WORKDIR \/app$/m);
+    expect(readFileSync(join(REPO_ROOT, 'tools/bundle-workflows.js'), 'utf8')).toContain("'../libs/workflows/dist/workflow-bundle.js'");
+    expect(env.WORKFLOW_BUNDLE_PATH).toBe('/app/libs/workflows/dist/workflow-bundle.js');
+  });
+
+  it('runs the migrations and the topics as Jobs', () => {
+    const commands = objectsOf(overlay)
+      .filter((o) => o.kind === 'Job')
+      .map((job) => job.spec.template.spec.containers[0].command.join(' '));
+    expect(commands.sort()).toEqual(['node tools/migrate.js', 'node tools/topics.js apply']);
+  });
+});
+
+/** KEDA's kafka scaler names the SASL mechanisms its own way. */
+const KEDA_SASL: Record<string, string> = { PLAIN: 'plaintext', 'SCRAM-SHA-256': 'scram_sha256', 'SCRAM-SHA-512': 'scram_sha512', OAUTHBEARER: 'oauthbearer' };
+
+describe('the production overlay', () => {
+  const objects = () => objectsOf('production');
+  const scaledObjects = () => objects().filter((o) => o.kind === 'ScaledObject');
+  const envOfTarget = (scaled: K8sObject): Env => {
+    const deployment = find(objects(), 'Deployment', scaled.spec.scaleTargetRef.name);
+    expect(deployment).toBeDefined();
+    return environmentOf(objects(), deployment!.spec.template.spec.containers[0]).env;
+  };
+
+  it('scales the command consumer and the projector on their own group and topic', () => {
+    const expected = {
+      'orchestrator-commands': { group: COMMAND_GROUP, topic: TOPICS.commands },
+      projector: { group: PROJECTOR_GROUP, topic: TOPICS.runEvents },
+    };
+    for (const [name, { group, topic }] of Object.entries(expected)) {
+      const scaled = find(objects(), 'ScaledObject', name);
+      expect(scaled?.spec.scaleTargetRef.name).toBe(name);
+      const env = envOfTarget(scaled!);
+      const triggers = scaled!.spec.triggers;
+      expect(triggers.map((t: K8sObject) => t.type)).toEqual(['kafka']);
+      const [{ metadata, authenticationRef }] = triggers;
+      expect({ name, group: metadata.consumerGroup, topic: metadata.topic }).toEqual({ name, group: env.KAFKA_GROUP_ID ?? group, topic });
+      expect(env[metadata.bootstrapServersFromEnv] ?? metadata.bootstrapServers).toBe(env.KAFKA_BROKERS);
+      // KEDA reaches the brokers the way the service does.
+      const protocol = env.KAFKA_SECURITY_PROTOCOL ?? 'PLAINTEXT';
+      expect({ name, tls: metadata.tls === 'enable' }).toEqual({ name, tls: protocol.endsWith('SSL') });
+      const sasl = protocol.startsWith('SASL') ? KEDA_SASL[env.KAFKA_SASL_MECHANISM ?? ''] : undefined;
+      expect({ name, sasl: metadata.sasl }).toEqual({ name, sasl });
+      if (protocol !== 'PLAINTEXT') expect(find(objects(), 'TriggerAuthentication', authenticationRef?.name)).toBeDefined();
+    }
+  });
+
+  it("scales each Temporal worker on its own lanes' task queues in the services' namespace", () => {
+    const expected: Record<string, string[]> = {
+      'orchestrator-workflows': [TASK_QUEUES.agentWorkflows],
+      'orchestrator-cpu-tools': [TASK_QUEUES.cpuTools],
+      'gpu-worker': [TASK_QUEUES.gpuTools, TASK_QUEUES.gpuEval],
+      snapshotter: [TASK_QUEUES.snapshots],
+    };
+    for (const [name, queues] of Object.entries(expected)) {
+      const scaled = find(objects(), 'ScaledObject', name);
+      expect(scaled?.spec.scaleTargetRef.name).toBe(name);
+      const env = envOfTarget(scaled!);
+      const triggers: K8sObject[] = scaled!.spec.triggers;
+      expect({ name, queues: triggers.map((t) => t.type === 'temporal' && t.metadata.taskQueue) }).toEqual({ name, queues });
+      for (const { metadata, authenticationRef } of triggers) {
+        expect({ name, namespace: metadata.namespace }).toEqual({ name, namespace: env.TEMPORAL_NAMESPACE });
+        expect(env[metadata.endpointFromEnv] ?? metadata.endpoint).toBe(env.TEMPORAL_ADDRESS);
+        if (env.TEMPORAL_TLS === 'true') expect(find(objects(), 'TriggerAuthentication', authenticationRef?.name)).toBeDefined();
+      }
+    }
+  });
+
+  it('leaves the replica count of every scaled Deployment to KEDA', () => {
+    expect(scaledObjects()).toHaveLength(6);
+    for (const scaled of scaledObjects()) {
+      const deployment = find(objects(), 'Deployment', scaled.spec.scaleTargetRef.name);
+      expect({ name: scaled.metadata.name, replicas: deployment?.spec.replicas }).toEqual({ name: scaled.metadata.name, replicas: undefined });
+    }
+    expect(objects().filter((o) => o.kind === 'HorizontalPodAutoscaler')).toEqual([]);
+  });
+
+  it('puts the gpu-worker on GPU nodes only', () => {
+    const pod = find(objects(), 'Deployment', 'gpu-worker')!.spec.template.spec;
+    expect(pod.containers[0].resources.limits['nvidia.com/gpu']).toBeGreaterThanOrEqual(1);
+    expect(pod.tolerations).toEqual(expect.arrayContaining([expect.objectContaining({ key: 'nvidia.com/gpu', effect: 'NoSchedule' })]));
+    expect(Object.keys(pod.nodeSelector ?? {})).not.toHaveLength(0);
+  });
+});
+
+describe('the check itself', () => {
+  // The checks above pass on the real manifests; these show that they fail when a Deployment loses something.
+  const gateway = () => structuredClone(find(objectsOf('local'), 'Deployment', 'gateway')!);
+  const problems = (deployment: K8sObject) => problemsOfDeployment(objectsOf('local'), deployment, DEPLOYMENTS.gateway);
+
+  it('fails a Deployment that drops its readiness probe', () => {
+    const deployment = gateway();
+    delete deployment.spec.template.spec.containers[0].readinessProbe;
+    expect(problems(deployment)).toEqual(['has no readinessProbe']);
+  });
+
+  it('fails a Deployment whose probe is on another port', () => {
+    const deployment = gateway();
+    deployment.spec.template.spec.containers[0].livenessProbe.httpGet.port = 9999;
+    expect(problems(deployment)).toEqual([expect.stringMatching(/^livenessProbe is \/livez on port 9999, expected \/livez on GATEWAY_PORT 8080$/)]);
+  });
+
+  it('fails a Deployment that drops a setting its app needs in a cluster', () => {
+    const deployment = gateway();
+    const container = deployment.spec.template.spec.containers[0];
+    container.env = container.env.filter((e: K8sObject) => !['GATEWAY_HOST', 'CURSOR_SECRET'].includes(e.name));
+    expect(problems(deployment)).toEqual([
+      "GATEWAY_HOST is 'undefined', expected 0.0.0.0",
+      "does not set GATEWAY_HOST (its default only works on a developer's machine)",
+      "does not set CURSOR_SECRET (its default only works on a developer's machine)",
+    ]);
+  });
+
+  it('fails a Deployment with a value its app refuses, a misspelt setting, or a secret file that is not mounted', () => {
+    const deployment = gateway();
+    const container = deployment.spec.template.spec.containers[0];
+    container.env.push({ name: 'SSE_KEEPALIVE_SECONDS', value: 'soon' }, { name: 'KAFKA_BROKER', value: 'kafka:9092' });
+    container.env.find((e: K8sObject) => e.name === 'DATABASE_PASSWORD_FILE').value = '/etc/agentrun/db-password';
+    expect(problems(deployment).sort()).toEqual([
+      'DATABASE_PASSWORD_FILE=/etc/agentrun/db-password is not in a mounted Secret',
+      "config: SSE_KEEPALIVE_SECONDS must be an integer, got 'soon'",
+      'sets KAFKA_BROKER, which no service reads',
+    ]);
+  });
+
+  it('fails a Deployment whose secret file names a key its Secret does not have', () => {
+    const deployment = gateway();
+    deployment.spec.template.spec.containers[0].env.find((e: K8sObject) => e.name === 'DATABASE_PASSWORD_FILE').value = '/var/run/secrets/agentrun/db-password';
+    expect(problems(deployment)).toEqual(['DATABASE_PASSWORD_FILE=/var/run/secrets/agentrun/db-password: no Secret mounted there has the key db-password']);
+  });
+
+  it('fails a Deployment that runs as root or keeps its capabilities', () => {
+    const deployment = gateway();
+    delete deployment.spec.template.spec.securityContext.runAsNonRoot;
+    delete deployment.spec.template.spec.containers[0].securityContext.capabilities;
+    expect(problems(deployment)).toEqual(['runAsNonRoot is not set on the pod', 'does not drop ALL capabilities']);
+  });
+});
