@@ -875,6 +875,7 @@ cmd_up() {
   if [ "$AGENTRUN_STACK_PROFILE" = secure ]; then
     secure_generate
     [ "$SECURE_GENERATED" = 0 ] || STACK_COLD=1
+    secure_kcat_install
   fi
   printf '%s\n' "$AGENTRUN_STACK_PROFILE" >"$PROFILE_FILE"
   # start everything first (servers boot in parallel), then wait for and configure each
@@ -894,7 +895,8 @@ cmd_up() {
   done
   if [ "$AGENTRUN_STACK_PROFILE" = secure ]; then
     secure_write_client_files
-    say "secure: clients' settings in $SECURE_DIR (client.properties for kcat -F, platform.env + env/<service>.env, admin.env)"
+    secure_write_kcat
+    say "secure: clients' settings in $SECURE_DIR (client.properties for kcat -F, platform.env + env/<service>.env, admin.env; kcat: .stack/secure/kcat)"
   fi
   local kind=warm
   [ "${#STARTED[@]}" -gt 0 ] || kind="already running"
@@ -911,7 +913,7 @@ cmd_install() {
       postgres) pg_install ;;
       kafka) kafka_install ;;
       temporal) temporal_install && say "temporal: CLI at $TEMPORAL_BIN"
-        if [ "$AGENTRUN_STACK_PROFILE" = secure ]; then nginx_install; fi ;;
+        if [ "$AGENTRUN_STACK_PROFILE" = secure ]; then nginx_install && secure_kcat_install; fi ;;
     esac
   done
 }

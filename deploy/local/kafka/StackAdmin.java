@@ -246,7 +246,7 @@ public final class StackAdmin {
         List<UserScramCredentialAlteration> users = new ArrayList<>();
         for (Map.Entry<String, String> u : passwords.entrySet()) {
             users.add(new UserScramCredentialUpsertion(u.getKey(),
-                    new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 4096), u.getValue()));
+                    new ScramCredentialInfo(ScramMechanism.SCRAM_SHA_512, 8192), u.getValue()));
         }
         if (!users.isEmpty()) {
             admin.alterUserScramCredentials(users).all().get(30, TimeUnit.SECONDS);
