@@ -210,11 +210,11 @@ acl ${KAFKA_OUTSIDE_USER} GROUP PREFIXED ${KAFKA_OUTSIDE_GROUP_PREFIX} READ,DESC
 EOF
 }
 
-secure_kafka_configure() { # TIMEOUT_SECONDS
+# Applied by StackAdmin in the same run that makes the topics.
+secure_kafka_write_spec() {
   mkdir -p "$CONF_DIR/kafka"
-  secure_kafka_spec >"$SECURE_KAFKA_SPEC"
-  kafka_java_tool StackAdmin --config "$SECURE_KAFKA_ADMIN_PROPS" security "127.0.0.1:$KAFKA_PORT" "$1" "$SECURE_KAFKA_SPEC" ||
-    fail_service kafka "could not set the SCRAM users and ACLs" "$LOG_DIR/kafka.out"
+  secure_kafka_spec >"$SECURE_KAFKA_SPEC.tmp"
+  mv -f "$SECURE_KAFKA_SPEC.tmp" "$SECURE_KAFKA_SPEC"
 }
 
 # status: ApiVersions over TLS (answered before SASL authentication).

@@ -409,13 +409,15 @@ kafka_wait_and_configure() {
   [ "$remaining" -ge 15 ] || remaining=15
   # Real protocol check (metadata) + idempotent topic creation, in one JVM.
   local security=()
-  if [ "$AGENTRUN_STACK_PROFILE" = secure ]; then security=(--config "$SECURE_KAFKA_ADMIN_PROPS"); fi
+  if [ "$AGENTRUN_STACK_PROFILE" = secure ]; then
+    secure_kafka_write_spec
+    security=(--config "$SECURE_KAFKA_ADMIN_PROPS" --security "$SECURE_KAFKA_SPEC")
+  fi
   # shellcheck disable=SC2086
   if ! kafka_java_tool StackAdmin "${security[@]}" topics "127.0.0.1:$KAFKA_PORT" "$remaining" "$KAFKA_TOPIC_PARTITIONS" \
     "$KAFKA_RETENTION_MS" "$KAFKA_MAX_MESSAGE_BYTES" "$KAFKA_COMPACTED_TOPICS" $KAFKA_TOPICS; then
-    fail_service kafka "broker did not answer metadata / topic setup failed" "$LOG_DIR/kafka.out"
+    fail_service kafka "broker did not answer metadata / topic, user or ACL setup failed" "$LOG_DIR/kafka.out"
   fi
-  if [ "$AGENTRUN_STACK_PROFILE" = secure ]; then secure_kafka_configure "$remaining"; fi
   say "kafka: ready on 127.0.0.1:$KAFKA_PORT (pid $(running_pid kafka || echo '?'))"
 }
 

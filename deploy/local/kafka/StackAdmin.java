@@ -1,8 +1,10 @@
 // Small Kafka admin helper for deploy/local/stack.sh (compiled once into .stack/opt/kafka/classes).
 //
-//   java -cp 'classes:libs/*' StackAdmin [--config <client.properties>] <mode> ...
+//   java -cp 'classes:libs/*' StackAdmin [--config <client.properties>] [--security <specFile>] <mode> ...
 //       --config: Java client properties merged into the admin client's (security settings of a
 //       secured listener: security.protocol, sasl.*, ssl.*).
+//       --security: after the mode's work, apply a principal spec as the `security` mode does (one
+//       JVM and one connection for both).
 //   java -cp 'classes:libs/*' StackAdmin ready  <bootstrap> <timeoutSec>
 //       Waits (bounded) until the broker answers a metadata request (describeCluster + listTopics).
 //   java -cp 'classes:libs/*' StackAdmin topics <bootstrap> <timeoutSec> <partitions> <retentionMs> <maxMessageBytes> <compactedTopics> <topic>...
@@ -65,10 +67,17 @@ public final class StackAdmin {
 
     public static void main(String[] argv) throws Exception {
         Properties security = new Properties();
+        Path securitySpec = null;
         String[] args = argv;
-        if (args.length >= 2 && args[0].equals("--config")) {
-            try (InputStream in = new FileInputStream(args[1])) {
-                security.load(in);
+        while (args.length >= 2 && args[0].startsWith("--")) {
+            if (args[0].equals("--config")) {
+                try (InputStream in = new FileInputStream(args[1])) {
+                    security.load(in);
+                }
+            } else if (args[0].equals("--security")) {
+                securitySpec = Path.of(args[1]);
+            } else {
+                usage();
             }
             args = Arrays.copyOfRange(args, 2, args.length);
         }
@@ -120,6 +129,9 @@ public final class StackAdmin {
                 default:
                     usage();
             }
+            if (securitySpec != null) {
+                applySecuritySpec(admin, securitySpec);
+            }
         } catch (Exception e) {
             System.err.println("[stack] kafka admin: " + describe(e));
             System.exit(1);
@@ -130,7 +142,7 @@ public final class StackAdmin {
         System.err.println("usage: StackAdmin ready <bootstrap> <timeoutSec>\n"
                 + "       StackAdmin topics <bootstrap> <timeoutSec> <partitions> <retentionMs> <maxMessageBytes> <compactedTopics> <topic>...\n"
                 + "       StackAdmin security <bootstrap> <timeoutSec> <specFile>\n"
-                + "       (any mode may be preceded by --config <client.properties>)");
+                + "       (any mode may be preceded by --config <client.properties> and --security <specFile>)");
         System.exit(2);
     }
 
