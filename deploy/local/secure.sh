@@ -126,6 +126,10 @@ secure_generate() {
   fi
   chmod 644 "$SECURE_CA_CERT" "$SECURE_SERVER_CERT" "$SECURE_TEMPORAL_CLIENT_CERT"
   cat "$SECURE_SERVER_KEY" "$SECURE_SERVER_CERT" | secure_write "$SECURE_KAFKA_KEYSTORE"
+  # The broker's own users live in its storage: new passwords would lock the stack out of it.
+  if [ ! -s "$(secure_password_file "$KAFKA_ADMIN_USER")" ] && [ -f "$KAFKA_DATA/logs/meta.properties" ]; then
+    die "secure: $KAFKA_DATA was formatted with the passwords of an earlier .stack/secure; remove that directory (its topics go with it) or bring the old .stack/secure back"
+  fi
   local u
   for u in "$KAFKA_ADMIN_USER" "$KAFKA_CONTROLLER_USER" "$KAFKA_OUTSIDE_USER" $KAFKA_SERVICE_USERS postgres; do
     secure_new_password "$u"
