@@ -28,10 +28,10 @@ NGINX_RUN="$RUN_DIR/nginx"
 
 # Kafka principals: the stack's super user, one per platform service that uses Kafka, the outside
 # client, and the controller listener's own (SASL PLAIN: SCRAM cannot guard a KRaft controller).
-KAFKA_ADMIN_USER=admin
-KAFKA_CONTROLLER_USER=kraft
-KAFKA_OUTSIDE_USER=outside
-KAFKA_OUTSIDE_GROUP_PREFIX=outside-
+KAFKA_ADMIN_USER="admin"
+KAFKA_CONTROLLER_USER="kraft"
+KAFKA_OUTSIDE_USER="outside"
+KAFKA_OUTSIDE_GROUP_PREFIX="outside-"
 KAFKA_SERVICE_USERS="agentrun-gateway agentrun-orchestrator agentrun-projector"
 PLATFORM_SERVICES="gateway orchestrator projector gpu-worker snapshotter"
 
