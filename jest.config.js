@@ -62,5 +62,13 @@ module.exports = {
       setupFilesAfterEnv: ['<rootDir>/tests/support/e2e-setup.ts'],
       slowTestThreshold: 120,
     },
+    {
+      ...shared,
+      // Against the stack's secure profile (tests/run.sh restarts the stack in it for this tier).
+      displayName: 'secure',
+      testMatch: ['<rootDir>/tests/secure/**/*.secure.ts'],
+      setupFilesAfterEnv: ['<rootDir>/tests/support/e2e-setup.ts'],
+      slowTestThreshold: 120,
+    },
   ],
 };

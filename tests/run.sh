@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test, tier by tier, against one shared stack (started here if it is not up).
 #
-#   bash tests/run.sh           lint, manifests, unit (with the in-process workflow tests), e2e, browser, faults (one scenario per kind)
-#   bash tests/run.sh unit|lint|manifests|e2e|browser|faults
+#   bash tests/run.sh           lint, manifests, unit (with the in-process workflow tests), e2e, browser, faults (one scenario per kind), secure
+#   bash tests/run.sh unit|lint|manifests|e2e|browser|faults|secure
 #
 # Each tier's time is printed, and the last line totals the tests: "tests: N passed, N failed".
 set -uo pipefail
@@ -68,8 +68,14 @@ case "$only" in all | lint) tier lint npm run --silent lint ;; esac
 # The Kubernetes manifests, rendered and validated offline (deploy/k8s/validate.sh installs its tools).
 case "$only" in all | manifests) tier manifests bash deploy/k8s/validate.sh ;; esac
 case "$only" in all | unit) tier unit unit_tier ;; esac
+stack_profile() { bash deploy/local/stack.sh status 2>/dev/null | awk '$1 == "profile" { print $2 }'; }
 case "$only" in
   all | e2e | browser | faults)
+    # These tiers need the plain profile; a stack left up in the secure one is restarted plain.
+    if [ "$(stack_profile)" = secure ]; then
+      echo "the stack is up in the secure profile: restarting it plain for these tiers"
+      bash deploy/local/stack.sh down >/dev/null 2>&1
+    fi
     if ! bash deploy/local/stack.sh status >/dev/null 2>&1; then
       started_stack=1
       tier stack bash deploy/local/stack.sh up || { echo "the stack did not start"; exit 1; }
@@ -93,6 +99,26 @@ case "$only" in all | browser) tier browser browser_tier ;; esac
 # Last: it kills services and restarts the servers. `npm test` runs one scenario per kind of fault;
 # AGENTRUN_FAULTS_MATRIX=all (npm run test:faults) runs every scenario.
 case "$only" in all | faults) tier faults jest_tier faults faults --runInBand --forceExit ;; esac
+
+# Last: the platform on the stack's secure profile (SASL_SSL Kafka with ACLs, TLS-only Postgres, Temporal
+# over mTLS). The stack is restarted in that profile, and afterwards put back as it was found.
+secure_tier() {
+  local before rc
+  before="$(stack_profile)"
+  if [ "$before" != secure ]; then
+    bash deploy/local/stack.sh down >/dev/null 2>&1
+    AGENTRUN_STACK_PROFILE=secure bash deploy/local/stack.sh up || return 1
+  fi
+  jest_tier secure secure --runInBand --forceExit
+  rc=$?
+  if [ "$before" != secure ]; then
+    bash deploy/local/stack.sh down >/dev/null 2>&1
+    # A plain stack that was up before this tier (and not started by this script) is brought back.
+    if [ "$before" = plain ] && [ "$started_stack" = 0 ]; then bash deploy/local/stack.sh up >/dev/null 2>&1; fi
+  fi
+  return $rc
+}
+case "$only" in all | secure) tier secure secure_tier ;; esac
 
 if [ "$started_stack" = 1 ] && [ "${AGENTRUN_KEEP_STACK:-0}" != 1 ]; then
   bash deploy/local/stack.sh down >/dev/null 2>&1 || true
