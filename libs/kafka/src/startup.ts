@@ -104,9 +104,9 @@ export function explainKafkaFailure(err: unknown, brokers: readonly string[], se
   }
   const altName = find((e) => e.code === 'ERR_TLS_CERT_ALTNAME_INVALID');
   if (altName) return `${where}: a broker's certificate does not name the host it was reached at (${altName.message}). Use the host names the certificates carry in KAFKA_BROKERS.`;
-  const untrusted = find((e) => (e.code !== undefined && UNTRUSTED_CERTIFICATE.has(e.code)) || /certificate/i.test(e.message ?? ''));
-  if (untrusted) {
-    return `${where}: the broker's certificate is not trusted (${untrusted.code ?? untrusted.message}). Set KAFKA_SSL_CA_FILE to the CA bundle that signed the brokers' certificates.`;
+  const untrustedCode = find((e) => e.code !== undefined && UNTRUSTED_CERTIFICATE.has(e.code))?.code;
+  if (untrustedCode || find((e) => /certificate/i.test(e.message ?? ''))) {
+    return `${where}: the broker's certificate is not trusted (${untrustedCode ?? message}). Set KAFKA_SSL_CA_FILE to the CA bundle that signed the brokers' certificates.`;
   }
   const key = find((e) => /bad decrypt|PEM|private key|key values mismatch/i.test(e.message ?? ''));
   if (key) return `${where}: the client certificate or key cannot be used (${key.message}). Check KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE and KAFKA_SSL_KEY_PASSWORD.`;
@@ -114,7 +114,7 @@ export function explainKafkaFailure(err: unknown, brokers: readonly string[], se
   if (tlsMismatch) return `${where} does not answer TLS on this port (${tlsMismatch.message}). Check KAFKA_SECURITY_PROTOCOL (${protocol}) against the listener.`;
   const unreachable = find((e) => e.code !== undefined && UNREACHABLE.has(e.code));
   if (unreachable) return `${where} cannot be reached (${unreachable.code}). Check KAFKA_BROKERS and that the brokers are up.`;
-  const closed = find((e) => e.name === 'KafkaJSConnectionClosedError' || e.name === 'KafkaJSRequestTimeoutError' || /closed|timed out/i.test(e.message ?? ''));
+  const closed = find((e) => e.name === 'KafkaJSConnectionClosedError' || e.name === 'KafkaJSRequestTimeoutError' || /closed|timed out|timeout/i.test(e.message ?? ''));
   if (closed) {
     return `${where} closed the connection or did not answer (${closed.message}). Check KAFKA_SECURITY_PROTOCOL (${protocol}) and KAFKA_SASL_MECHANISM against the listener, and KAFKA_BROKERS.`;
   }
