@@ -54,8 +54,9 @@ describe('diffTopics', () => {
         if (t.name === TOPICS.commands) return { ...t, partitions: 3 };
         if (t.name === TOPICS.runEvents) return { ...t, replicationFactor: 1, configs: { ...t.configs, 'min.insync.replicas': '1', 'retention.ms': '86400000' } };
         if (t.name === TOPICS.commandsDlq) {
-          const { 'max.message.bytes': _, ...rest } = t.configs!;
-          return { ...t, configs: rest };
+          const configs = { ...t.configs! };
+          delete configs['max.message.bytes'];
+          return { ...t, configs };
         }
         return t;
       });
