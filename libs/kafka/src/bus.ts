@@ -179,29 +179,6 @@ export class KafkaBus implements TopicAdmin {
     };
   }
 
-  /** Creates missing topics; never changes an existing one. */
-  async ensureTopics(topics: string[], partitions: number, configs: Record<string, string> = {}): Promise<void> {
-    const admin: Admin = this.kafka.admin();
-    await admin.connect();
-    try {
-      const existing = new Set(await admin.listTopics());
-      const missing = topics.filter((t) => !existing.has(t));
-      if (missing.length) {
-        await admin.createTopics({
-          waitForLeaders: true,
-          topics: missing.map((topic) => ({
-            topic,
-            numPartitions: partitions,
-            replicationFactor: 1,
-            configEntries: Object.entries(configs).map(([name, value]) => ({ name, value })),
-          })),
-        });
-      }
-    } finally {
-      await admin.disconnect();
-    }
-  }
-
   /**
    * The named topics as the cluster has them (missing ones are left out). Tried only a few times: it is
    * what a service asks at startup, where a wrong password or an untrusted certificate must end in one
