@@ -79,7 +79,7 @@ describe('the Kafka settings', () => {
   it.each<[string, Env, string[]]>([
     ['a SASL protocol without a mechanism', { KAFKA_SECURITY_PROTOCOL: 'SASL_SSL' }, ['KAFKA_SASL_MECHANISM is required when KAFKA_SECURITY_PROTOCOL is SASL_SSL (one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)']],
     ['a mechanism without SASL', { KAFKA_SASL_MECHANISM: 'PLAIN' }, ['KAFKA_SASL_MECHANISM is set but KAFKA_SECURITY_PROTOCOL is PLAINTEXT; use SASL_SSL or SASL_PLAINTEXT']],
-    ['an unknown mechanism', { KAFKA_SECURITY_PROTOCOL: 'SASL_SSL', KAFKA_SASL_MECHANISM: 'GSSAPI' }, ["KAFKA_SASL_MECHANISM must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, got 'GSSAPI'"]],
+    ['an unknown mechanism (and nothing about the settings that hang on it)', { KAFKA_SECURITY_PROTOCOL: 'SASL_SSL', KAFKA_SASL_MECHANISM: 'GSSAPI', KAFKA_SASL_USERNAME: 'u' }, ["KAFKA_SASL_MECHANISM must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, got 'GSSAPI'"]],
     ['an unknown protocol', { KAFKA_SECURITY_PROTOCOL: 'TLS' }, ["KAFKA_SECURITY_PROTOCOL must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, got 'TLS'"]],
     [
       'SCRAM without credentials',

@@ -43,7 +43,7 @@ function optionalOneOf<T extends string>(values: readonly T[]): Setting<T | unde
 const kafkaMechanism = optionalOneOf(KAFKA_MECHANISMS);
 
 /** What the other Kafka security settings are checked against; undefined when it is itself invalid (reported on its own). */
-function kafkaSecurityOf(env: Env): { protocol?: string; mechanism?: string } {
+function kafkaSecurityOf(env: Env): { protocol?: string; mechanism?: string; mechanismInvalid?: boolean } {
   const attempt = <T>(read: () => T): T | undefined => {
     try {
       return read();
@@ -53,7 +53,8 @@ function kafkaSecurityOf(env: Env): { protocol?: string; mechanism?: string } {
   };
   const protocol = attempt(() => kafkaProtocol.read(env, 'KAFKA_SECURITY_PROTOCOL'));
   const mechanism = attempt(() => kafkaMechanism.read(env, 'KAFKA_SASL_MECHANISM'));
-  return { protocol, mechanism: protocol?.startsWith('SASL_') ? mechanism : undefined };
+  const mechanismInvalid = mechanism === undefined && optionalStr().read(env, 'KAFKA_SASL_MECHANISM') !== undefined;
+  return { protocol, mechanism: protocol?.startsWith('SASL_') ? mechanism : undefined, mechanismInvalid };
 }
 
 /**
@@ -84,8 +85,8 @@ const needsSaslMechanism = (env: Env, set: boolean): string | undefined => {
 const forMechanisms =
   (mechanisms: readonly string[], required: boolean) =>
   (env: Env, set: boolean): string | undefined => {
-    const { protocol, mechanism } = kafkaSecurityOf(env);
-    if (!protocol) return undefined;
+    const { protocol, mechanism, mechanismInvalid } = kafkaSecurityOf(env);
+    if (!protocol || mechanismInvalid) return undefined;
     const applies = mechanism !== undefined && mechanisms.includes(mechanism);
     if (applies && required && !set) return `is required when KAFKA_SASL_MECHANISM is ${mechanism}`;
     if (!applies && set) {

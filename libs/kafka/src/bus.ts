@@ -91,6 +91,10 @@ export class KafkaBus implements TopicAdmin {
     return this.options.brokers;
   }
 
+  get clientId(): string {
+    return this.options.clientId;
+  }
+
   private producer(): Promise<Producer> {
     if (!this.producerReady) {
       // The default partitioner is murmur2 like the Java client's, so every producer of a run id
