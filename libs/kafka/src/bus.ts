@@ -189,7 +189,8 @@ export class KafkaBus implements TopicAdmin {
    * clear failure instead of a retry loop.
    */
   async describeTopics(names: string[]): Promise<DescribedTopic[]> {
-    const startup = new Kafka({ ...this.clientConfig, retry: { initialRetryTime: 300, retries: STARTUP_RETRIES, maxRetryTime: 2_000 } });
+    // Quiet: whatever fails here is thrown, and the caller explains it in one message.
+    const startup = new Kafka({ ...this.clientConfig, logLevel: logLevel.NOTHING, retry: { initialRetryTime: 300, retries: STARTUP_RETRIES, maxRetryTime: 2_000 } });
     return this.withAdmin(startup.admin(), async (admin) => {
       const existing = new Set(await admin.listTopics());
       const present = names.filter((n) => existing.has(n));

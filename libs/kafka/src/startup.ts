@@ -98,6 +98,8 @@ export function explainKafkaFailure(err: unknown, brokers: readonly string[], se
         : `KAFKA_SASL_USERNAME and KAFKA_SASL_PASSWORD (or KAFKA_SASL_PASSWORD_FILE), and KAFKA_SASL_MECHANISM (${security.KAFKA_SASL_MECHANISM ?? 'unset'}) against what the listener accepts`;
     return `${where} refused the login: ${sasl.message}. Check ${fix}.`;
   }
+  const mechanism = find((e) => e.type === 'UNSUPPORTED_SASL_MECHANISM' || /does not support the requested SASL mechanism/i.test(e.message ?? ''));
+  if (mechanism) return `${where} does not accept KAFKA_SASL_MECHANISM ${security.KAFKA_SASL_MECHANISM ?? '(unset)'} on this listener. Set it to a mechanism the listener enables.`;
   const authorization = find((e) => (e.type ?? '').includes('AUTHORIZATION'));
   if (authorization) {
     return `${where}: the principal is not allowed to do this (${authorization.type}): ${authorization.message}. Grant it Describe and DescribeConfigs on the platform's topics, or set KAFKA_TOPICS_CHECK=false.`;
@@ -110,7 +112,7 @@ export function explainKafkaFailure(err: unknown, brokers: readonly string[], se
   }
   const key = find((e) => /bad decrypt|PEM|private key|key values mismatch/i.test(e.message ?? ''));
   if (key) return `${where}: the client certificate or key cannot be used (${key.message}). Check KAFKA_SSL_CERT_FILE, KAFKA_SSL_KEY_FILE and KAFKA_SSL_KEY_PASSWORD.`;
-  const tlsMismatch = find((e) => e.code === 'EPROTO' || /wrong version number|packet length too long|unknown protocol/i.test(e.message ?? ''));
+  const tlsMismatch = find((e) => e.code === 'EPROTO' || /wrong version number|packet length too long|unknown protocol|before secure TLS connection/i.test(e.message ?? ''));
   if (tlsMismatch) return `${where} does not answer TLS on this port (${tlsMismatch.message}). Check KAFKA_SECURITY_PROTOCOL (${protocol}) against the listener.`;
   const unreachable = find((e) => e.code !== undefined && UNREACHABLE.has(e.code));
   if (unreachable) return `${where} cannot be reached (${unreachable.code}). Check KAFKA_BROKERS and that the brokers are up.`;
