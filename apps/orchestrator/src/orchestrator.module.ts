@@ -49,7 +49,7 @@ export class OrchestratorModule {
                 new KafkaBusTransport({
                   name: 'command-consumer',
                   bus: kafka.bus,
-                  groupId: kafka.topic(COMMAND_GROUP),
+                  groupId: kafka.groupId(COMMAND_GROUP),
                   topic: (name) => kafka.topic(name),
                   concurrency: config.COMMAND_CONCURRENCY,
                 }),

@@ -23,7 +23,7 @@ export class ProjectorModule {
             new KafkaBusTransport({
               name: 'projector-consumer',
               bus: kafka.bus,
-              groupId: kafka.topic(PROJECTOR_GROUP),
+              groupId: kafka.groupId(PROJECTOR_GROUP),
               topic: (name) => kafka.topic(name),
               concurrency: config.PROJECTOR_CONCURRENCY,
             }),

@@ -1,4 +1,4 @@
-import { bool, int, list, oneOf, str, type ConfigOf } from './env';
+import { bool, int, list, oneOf, optionalStr, readableFile, secret, str, type ConfigOf, type Env, type Setting } from './env';
 
 /**
  * The settings the services share, in groups. Each app's spec (apps/<name>/src/config.ts) spreads only
@@ -27,10 +27,145 @@ export const profileSpec = {
   AGENTRUN_FAULTS: str(''),
 };
 
+const KAFKA_PROTOCOLS = ['PLAINTEXT', 'SSL', 'SASL_PLAINTEXT', 'SASL_SSL'] as const;
+const KAFKA_MECHANISMS = ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512', 'OAUTHBEARER'] as const;
+const kafkaProtocol = oneOf(KAFKA_PROTOCOLS, 'PLAINTEXT');
+
+function optionalOneOf<T extends string>(values: readonly T[]): Setting<T | undefined> {
+  return {
+    read(env, key) {
+      const value = optionalStr().read(env, key);
+      if (value !== undefined && !(values as readonly string[]).includes(value)) throw new Error(`${key} must be one of ${values.join(', ')}, got '${value}'`);
+      return value as T | undefined;
+    },
+  };
+}
+const kafkaMechanism = optionalOneOf(KAFKA_MECHANISMS);
+
+/** What the other Kafka security settings are checked against; undefined when it is itself invalid (reported on its own). */
+function kafkaSecurityOf(env: Env): { protocol?: string; mechanism?: string; mechanismInvalid?: boolean } {
+  const attempt = <T>(read: () => T): T | undefined => {
+    try {
+      return read();
+    } catch {
+      return undefined;
+    }
+  };
+  const protocol = attempt(() => kafkaProtocol.read(env, 'KAFKA_SECURITY_PROTOCOL'));
+  const mechanism = attempt(() => kafkaMechanism.read(env, 'KAFKA_SASL_MECHANISM'));
+  const mechanismInvalid = mechanism === undefined && optionalStr().read(env, 'KAFKA_SASL_MECHANISM') !== undefined;
+  return { protocol, mechanism: protocol?.startsWith('SASL_') ? mechanism : undefined, mechanismInvalid };
+}
+
+/**
+ * A setting whose presence depends on others: `rule` returns the reason it is required (when unset)
+ * or out of place (when set), so each contradiction is reported at load under the setting's own name.
+ */
+function kafkaDependent<T>(setting: Setting<T | undefined>, rule: (env: Env, set: boolean) => string | undefined): Setting<T | undefined> {
+  return {
+    read(env, key) {
+      const value = setting.read(env, key);
+      const problem = rule(env, value !== undefined);
+      if (problem) throw new Error(`${key} ${problem}`);
+      return value;
+    },
+  };
+}
+
+const needsSaslMechanism = (env: Env, set: boolean): string | undefined => {
+  const { protocol } = kafkaSecurityOf(env);
+  if (!protocol) return undefined;
+  const sasl = protocol.startsWith('SASL_');
+  if (sasl && !set) return `is required when KAFKA_SECURITY_PROTOCOL is ${protocol} (one of ${KAFKA_MECHANISMS.join(', ')})`;
+  if (!sasl && set) return `is set but KAFKA_SECURITY_PROTOCOL is ${protocol}; use SASL_SSL or SASL_PLAINTEXT`;
+  return undefined;
+};
+
+/** Required with the given mechanisms, out of place with any other (or with no SASL at all). */
+const forMechanisms =
+  (mechanisms: readonly string[], required: boolean) =>
+  (env: Env, set: boolean): string | undefined => {
+    const { protocol, mechanism, mechanismInvalid } = kafkaSecurityOf(env);
+    if (!protocol || mechanismInvalid) return undefined;
+    const applies = mechanism !== undefined && mechanisms.includes(mechanism);
+    if (applies && required && !set) return `is required when KAFKA_SASL_MECHANISM is ${mechanism}`;
+    if (!applies && set) {
+      if (mechanism) return `is set but KAFKA_SASL_MECHANISM is ${mechanism}`;
+      return protocol.startsWith('SASL_') ? 'is set but KAFKA_SASL_MECHANISM is not' : `is set but KAFKA_SECURITY_PROTOCOL is ${protocol}, which has no SASL`;
+    }
+    return undefined;
+  };
+const PASSWORD_MECHANISMS = ['PLAIN', 'SCRAM-SHA-256', 'SCRAM-SHA-512'];
+
+/** TLS files need a TLS protocol; a client certificate needs its key and the other way round. */
+const forTls =
+  (needs?: string) =>
+  (env: Env, set: boolean): string | undefined => {
+    const { protocol } = kafkaSecurityOf(env);
+    if (!set || !protocol) return undefined;
+    if (protocol !== 'SSL' && protocol !== 'SASL_SSL') return `is set but KAFKA_SECURITY_PROTOCOL is ${protocol}, which has no TLS; use SSL or SASL_SSL`;
+    if (needs && optionalStr().read(env, needs) === undefined) return `is set but ${needs} is not`;
+    return undefined;
+  };
+
+const httpUrl = (): Setting<string | undefined> => ({
+  read(env, key) {
+    const value = optionalStr().read(env, key);
+    if (value === undefined) return undefined;
+    let url: URL;
+    try {
+      url = new URL(value);
+    } catch {
+      throw new Error(`${key} must be an http(s) URL, got '${value}'`);
+    }
+    if (url.protocol !== 'https:' && url.protocol !== 'http:') throw new Error(`${key} must be an http(s) URL, got '${value}'`);
+    return value;
+  },
+});
+
+/**
+ * Kafka: where the brokers are, how to authenticate, and what the topics must look like. The topic
+ * settings are what `npm run topics -- apply` creates and what each service checks at startup
+ * (KAFKA_TOPICS_CHECK); the defaults are a production cluster's (3 replicas, 2 in sync).
+ */
 export const kafkaSpec = {
   KAFKA_BROKERS: list(['127.0.0.1:9092']),
-  KAFKA_CLIENT_ID: str('agentrun'),
+  /** Used verbatim when set (ACLs name it); `agentrun-<service>` when not. */
+  KAFKA_CLIENT_ID: optionalStr(),
+  /** The consumer group of the service's consumer, when not the default one (the topic prefix still applies). */
+  KAFKA_GROUP_ID: optionalStr(),
   AGENTRUN_TOPIC_PREFIX: str(''),
+  KAFKA_SECURITY_PROTOCOL: kafkaProtocol,
+  KAFKA_SASL_MECHANISM: kafkaDependent(kafkaMechanism, needsSaslMechanism),
+  KAFKA_SASL_USERNAME: kafkaDependent(optionalStr(), forMechanisms(PASSWORD_MECHANISMS, true)),
+  KAFKA_SASL_PASSWORD: kafkaDependent(secret(), forMechanisms(PASSWORD_MECHANISMS, true)),
+  KAFKA_SASL_OAUTHBEARER_TOKEN_ENDPOINT_URL: kafkaDependent(httpUrl(), forMechanisms(['OAUTHBEARER'], true)),
+  KAFKA_SASL_OAUTHBEARER_CLIENT_ID: kafkaDependent(optionalStr(), forMechanisms(['OAUTHBEARER'], true)),
+  KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET: kafkaDependent(secret(), forMechanisms(['OAUTHBEARER'], true)),
+  KAFKA_SASL_OAUTHBEARER_SCOPE: kafkaDependent(optionalStr(), forMechanisms(['OAUTHBEARER'], false)),
+  KAFKA_SSL_CA_FILE: kafkaDependent(readableFile(), forTls()),
+  KAFKA_SSL_CERT_FILE: kafkaDependent(readableFile(), forTls('KAFKA_SSL_KEY_FILE')),
+  KAFKA_SSL_KEY_FILE: kafkaDependent(readableFile(), forTls('KAFKA_SSL_CERT_FILE')),
+  KAFKA_SSL_KEY_PASSWORD: kafkaDependent(secret(), forTls('KAFKA_SSL_KEY_FILE')),
+  KAFKA_TOPIC_PARTITIONS: int(12, 1, 10_000),
+  KAFKA_REPLICATION_FACTOR: int(3, 1, 32),
+  KAFKA_MIN_INSYNC_REPLICAS: {
+    read(env, key) {
+      const value = int(2, 1, 32).read(env, key);
+      let replicas: number | undefined;
+      try {
+        replicas = int(3, 1, 32).read(env, 'KAFKA_REPLICATION_FACTOR');
+      } catch {
+        replicas = undefined;
+      }
+      // More in-sync replicas than replicas would refuse every acks=all write.
+      if (replicas !== undefined && value > replicas) throw new Error(`${key} (${value}) must not exceed KAFKA_REPLICATION_FACTOR (${replicas})`);
+      return value;
+    },
+  } satisfies Setting<number>,
+  /** How long the delete-policy topics keep records; -1 keeps them forever. */
+  KAFKA_RETENTION_MS: int(604_800_000, -1),
+  KAFKA_TOPICS_CHECK: bool(true),
 };
 
 export const temporalSpec = {

@@ -1,4 +1,6 @@
-import { CompressionTypes, Kafka, logLevel, Partitioners, type Admin, type Consumer, type Producer } from 'kafkajs';
+import { CompressionTypes, ConfigResourceTypes, ConfigSource, Kafka, logLevel, Partitioners, type Admin, type Consumer, type KafkaConfig, type Producer } from 'kafkajs';
+import type { KafkaSasl, KafkaTls } from './security';
+import type { DescribedTopic, TopicAdmin, TopicSpec } from './topics';
 
 /** Kafka behind our own interface: no kafkajs type leaves this lib, so the client can be swapped. */
 export interface InboundMessage {
@@ -45,8 +47,15 @@ export interface KafkaBusOptions {
   brokers: string[];
   clientId: string;
   timings: KafkaTimings;
+  /** From `kafkaClientSecurity`: TLS when the protocol is SSL or SASL_SSL. */
+  ssl?: KafkaTls;
+  /** From `kafkaClientSecurity`: the login when the protocol is SASL_*. */
+  sasl?: KafkaSasl;
   log?: (level: 'error' | 'warn' | 'info', message: string) => void;
 }
+
+/** How many times a startup round trip is tried before it gives up (with the client's backoff, seconds in all). */
+const STARTUP_RETRIES = 3;
 
 export interface ConsumerHandle {
   stop(): Promise<void>;
@@ -54,16 +63,19 @@ export interface ConsumerHandle {
   isRunning(): boolean;
 }
 
-export class KafkaBus {
+export class KafkaBus implements TopicAdmin {
   private readonly kafka: Kafka;
+  private readonly clientConfig: KafkaConfig;
   private producerReady?: Promise<Producer>;
   private readonly consumers = new Set<Consumer>();
 
   constructor(private readonly options: KafkaBusOptions) {
     const log = options.log;
-    this.kafka = new Kafka({
+    this.clientConfig = {
       clientId: options.clientId,
       brokers: options.brokers,
+      ssl: options.ssl,
+      sasl: options.sasl,
       logLevel: logLevel.WARN,
       retry: { initialRetryTime: 200, retries: 8, maxRetryTime: 5_000 },
       logCreator: () => (entry) => {
@@ -71,7 +83,16 @@ export class KafkaBus {
         const level = entry.level === logLevel.ERROR ? 'error' : entry.level === logLevel.WARN ? 'warn' : 'info';
         log(level, `kafka ${entry.namespace}: ${entry.log.message}`);
       },
-    });
+    };
+    this.kafka = new Kafka(this.clientConfig);
+  }
+
+  get brokers(): readonly string[] {
+    return this.options.brokers;
+  }
+
+  get clientId(): string {
+    return this.options.clientId;
   }
 
   private producer(): Promise<Producer> {
@@ -162,24 +183,88 @@ export class KafkaBus {
     };
   }
 
-  /** Creates missing topics; never changes an existing one. */
-  async ensureTopics(topics: string[], partitions: number, configs: Record<string, string> = {}): Promise<void> {
-    const admin: Admin = this.kafka.admin();
-    await admin.connect();
-    try {
+  /**
+   * The named topics as the cluster has them (missing ones are left out). Tried only a few times: it is
+   * what a service asks at startup, where a wrong password or an untrusted certificate must end in one
+   * clear failure instead of a retry loop.
+   */
+  async describeTopics(names: string[]): Promise<DescribedTopic[]> {
+    // Quiet: whatever fails here is thrown, and the caller explains it in one message.
+    const startup = new Kafka({ ...this.clientConfig, logLevel: logLevel.NOTHING, retry: { initialRetryTime: 300, retries: STARTUP_RETRIES, maxRetryTime: 2_000 } });
+    return this.withAdmin(startup.admin(), async (admin) => {
       const existing = new Set(await admin.listTopics());
-      const missing = topics.filter((t) => !existing.has(t));
-      if (missing.length) {
-        await admin.createTopics({
-          waitForLeaders: true,
-          topics: missing.map((topic) => ({
-            topic,
-            numPartitions: partitions,
-            replicationFactor: 1,
-            configEntries: Object.entries(configs).map(([name, value]) => ({ name, value })),
-          })),
+      const present = names.filter((n) => existing.has(n));
+      if (!present.length) return [];
+      const { topics } = await admin.fetchTopicMetadata({ topics: present });
+      const { resources } = await admin
+        .describeConfigs({ includeSynonyms: false, resources: present.map((name) => ({ type: ConfigResourceTypes.TOPIC, name })) })
+        .catch((err: unknown) => {
+          // A principal with Describe but not DescribeConfigs still learns what matters most: existence and partitions.
+          if (String((err as { type?: string }).type ?? '').includes('AUTHORIZATION')) return { resources: [] };
+          throw err;
         });
-      }
+      return topics.map((t) => {
+        const resource = resources.find((r) => r.resourceName === t.name);
+        if (!resource || resource.errorCode !== 0) {
+          return { name: t.name, partitions: t.partitions.length, replicationFactor: Math.min(...t.partitions.map((p) => p.replicas.length)), configs: null, overrides: {} };
+        }
+        const entries = resource.configEntries;
+        const configs: Record<string, string> = {};
+        const overrides: Record<string, string> = {};
+        for (const e of entries) {
+          if (e.configValue === null || e.configValue === undefined) continue;
+          configs[e.configName] = e.configValue;
+          if (e.configSource === ConfigSource.TOPIC_CONFIG && !e.isSensitive) overrides[e.configName] = e.configValue;
+        }
+        return {
+          name: t.name,
+          partitions: t.partitions.length,
+          replicationFactor: Math.min(...t.partitions.map((p) => p.replicas.length)),
+          configs,
+          overrides,
+        };
+      });
+    });
+  }
+
+  async createTopics(specs: TopicSpec[]): Promise<void> {
+    await this.withAdmin(this.kafka.admin(), async (admin) => {
+      await admin.createTopics({
+        waitForLeaders: true,
+        topics: specs.map((s) => ({
+          topic: s.name,
+          numPartitions: s.partitions,
+          replicationFactor: s.replicationFactor,
+          configEntries: Object.entries(s.configs).map(([name, value]) => ({ name, value })),
+        })),
+      });
+    });
+  }
+
+  async raisePartitions(changes: { topic: string; count: number }[]): Promise<void> {
+    await this.withAdmin(this.kafka.admin(), (admin) => admin.createPartitions({ topicPartitions: changes }));
+  }
+
+  /** Sets exactly these configs on the topic: kafkajs has only the non-incremental alter, which resets any left out. */
+  async replaceTopicConfigs(topic: string, configs: Record<string, string>): Promise<void> {
+    await this.withAdmin(this.kafka.admin(), (admin) =>
+      admin.alterConfigs({
+        validateOnly: false,
+        resources: [{ type: ConfigResourceTypes.TOPIC, name: topic, configEntries: Object.entries(configs).map(([name, value]) => ({ name, value })) }],
+      }),
+    );
+  }
+
+  /** Deletes topics (tests clean up with it). */
+  async deleteTopics(names: string[]): Promise<void> {
+    await this.withAdmin(this.kafka.admin(), (admin) => admin.deleteTopics({ topics: names }));
+  }
+
+  private async withAdmin<T>(admin: Admin, work: (admin: Admin) => Promise<T>): Promise<T> {
+    try {
+      // Inside the try: a connect that fails halfway still leaves sockets to close.
+      await admin.connect();
+      return await work(admin);
     } finally {
       await admin.disconnect();
     }

@@ -1,4 +1,7 @@
 export * from './bus';
 export * from './dlq';
 export * from './retry';
+export * from './security';
+export * from './startup';
+export * from './topics';
 export * from './transport';

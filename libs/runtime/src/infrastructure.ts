@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { Client, Connection } from '@temporalio/client';
 import { kafkaTimings, type DatabaseConfig, type KafkaConfig, type ProfileConfig, type TemporalConfig } from '@agentrun/config';
-import { KafkaBus } from '@agentrun/kafka';
+import { checkServiceTopics, KafkaBus, kafkaClientSecurity, platformTopicSpecs, topicsUsedBy } from '@agentrun/kafka';
 import { createDataSource, migrate, pingDatabase } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
 import type { ReadinessCheck } from './health';
@@ -36,26 +36,50 @@ export class Database implements OnModuleInit, OnApplicationShutdown, ReadinessC
   }
 }
 
-/** The service's Kafka client. Consumers stop first (in their own shutdown), the producer last. */
+/**
+ * The service's Kafka client. Before the service produces or consumes, it checks (once, with bounded
+ * retries) that it can log in and that the topics it uses exist as declared; consumers stop first (in
+ * their own shutdown), the producer last.
+ */
 @Injectable()
-export class Kafka implements OnApplicationShutdown, ReadinessCheck {
+export class Kafka implements OnModuleInit, OnApplicationShutdown, ReadinessCheck {
   readonly name = 'kafka';
   readonly bus: KafkaBus;
   readonly topicPrefix: string;
+  private readonly logger = new Logger('Kafka');
 
-  constructor(@Inject(PLATFORM_CONFIG) config: KafkaConfig & Pick<ProfileConfig, 'AGENTRUN_PROFILE'>, @Inject(SERVICE_NAME) service: string) {
-    const logger = new Logger('Kafka');
+  constructor(
+    @Inject(PLATFORM_CONFIG) private readonly config: KafkaConfig & Pick<ProfileConfig, 'AGENTRUN_PROFILE'>,
+    @Inject(SERVICE_NAME) private readonly service: string,
+  ) {
     this.topicPrefix = config.AGENTRUN_TOPIC_PREFIX;
     this.bus = new KafkaBus({
       brokers: config.KAFKA_BROKERS,
-      clientId: `${config.KAFKA_CLIENT_ID}-${service}`,
+      clientId: config.KAFKA_CLIENT_ID ?? `agentrun-${service}`,
       timings: kafkaTimings(config),
-      log: (level, message) => (level === 'error' ? logger.error(message) : logger.warn(message)),
+      ...kafkaClientSecurity(config),
+      log: (level, message) => (level === 'error' ? this.logger.error(message) : this.logger.warn(message)),
     });
+  }
+
+  async onModuleInit(): Promise<void> {
+    const used = new Set<string>(topicsUsedBy(this.service).map((name) => this.topic(name)));
+    const specs = platformTopicSpecs(this.config, this.topicPrefix).filter((spec) => used.has(spec.name));
+    const warnings = await checkServiceTopics(this.bus, specs, {
+      brokers: this.config.KAFKA_BROKERS,
+      security: this.config,
+      checkTopics: this.config.KAFKA_TOPICS_CHECK,
+    });
+    for (const warning of warnings) this.logger.warn(warning);
   }
 
   topic(name: string): string {
     return this.topicPrefix + name;
+  }
+
+  /** The consumer group: KAFKA_GROUP_ID when set, else the service's own; prefixed like the topics. */
+  groupId(defaultGroup: string): string {
+    return this.topic(this.config.KAFKA_GROUP_ID ?? defaultGroup);
   }
 
   async check(): Promise<void> {
