@@ -24,8 +24,9 @@ async function main() {
     process.stderr.write(`migrate: ${err instanceof ConfigError ? err.message : err.stack}\n`);
     return 1;
   }
-  // A migration may rewrite a large table: the services' statement timeout does not apply to it.
-  const options = { ...persistence.databaseOptionsFrom(config, 'agentrun-migrate'), poolSize: 1, statementTimeoutMs: 0 };
+  // A migration may rewrite a large table: the services' statement timeout does not apply to it. Two
+  // connections: one holds the advisory lock while the migrations run on the other.
+  const options = { ...persistence.databaseOptionsFrom(config, 'agentrun-migrate'), poolSize: 2, statementTimeoutMs: 0 };
   const dataSource = persistence.createDataSource(options);
   const where = redacted(config.DATABASE_URL);
   try {

@@ -80,13 +80,15 @@ describe('the search attribute check', () => {
     ]);
   });
 
-  it('gives the CLI command, and the tcld one for a Temporal Cloud address', () => {
-    const missing = [{ name: 'Owner', type: 'Keyword' as const }, { name: 'CurrentStep', type: 'Int' as const }];
+  it('gives one CLI command per attribute, and the tcld one for a Temporal Cloud address', () => {
+    const missing = [{ name: 'Owner', type: 'Keyword' as const }, { name: 'CurrentStep', type: 'Int' as const }, { name: 'Org', type: 'Keyword' as const }];
     expect(searchAttributeCommands('default', missing, '127.0.0.1:7233')).toEqual([
-      'temporal operator search-attribute create --address 127.0.0.1:7233 --namespace default --name Owner --type Keyword --name CurrentStep --type Int',
+      'temporal operator search-attribute create --address 127.0.0.1:7233 --namespace default --name Owner --type Keyword',
+      'temporal operator search-attribute create --address 127.0.0.1:7233 --namespace default --name CurrentStep --type Int',
+      'temporal operator search-attribute create --address 127.0.0.1:7233 --namespace default --name Org --type Keyword',
     ]);
-    expect(searchAttributeCommands('prod.acct', missing, 'prod.acct.tmprl.cloud:7233')[1]).toBe(
-      'tcld namespace search-attributes add --namespace prod.acct --search-attribute Owner=Keyword --search-attribute CurrentStep=Int',
+    expect(searchAttributeCommands('prod.acct', missing, 'prod.acct.tmprl.cloud:7233')[3]).toBe(
+      'tcld namespace search-attributes add --namespace prod.acct --search-attribute Owner=Keyword --search-attribute CurrentStep=Int --search-attribute Org=Keyword',
     );
   });
 
@@ -112,7 +114,9 @@ describe('the search attribute check', () => {
     const err = await checkTemporalNamespace(services({ AgentStatus: 2 }), where, required).catch((e: Error) => e);
     expect(err).toBeInstanceOf(TemporalStartupError);
     expect((err as Error).message).toContain("Temporal namespace 'ns1' at 127.0.0.1:7233 lacks search attributes the workflows set:\n  missing: CurrentStep (Int), Owner (Keyword)");
-    expect((err as Error).message).toContain('temporal operator search-attribute create --address 127.0.0.1:7233 --namespace ns1 --name CurrentStep --type Int --name Owner --type Keyword');
+    expect((err as Error).message).toContain(
+      'create them with:\n  temporal operator search-attribute create --address 127.0.0.1:7233 --namespace ns1 --name CurrentStep --type Int\n  temporal operator search-attribute create --address 127.0.0.1:7233 --namespace ns1 --name Owner --type Keyword',
+    );
   });
 
   it('says how to create a namespace that does not exist, and which credential a refusal points at', async () => {

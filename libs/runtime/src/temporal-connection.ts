@@ -180,11 +180,12 @@ export function searchAttributeProblems(
   return problems;
 }
 
-/** The commands that create the missing attributes: the CLI for any cluster, tcld for Temporal Cloud. */
+/**
+ * The commands that create the missing attributes: the CLI for any cluster, one command per attribute
+ * (the CLI takes several `--name`s but creates only the first), and tcld for a Temporal Cloud address.
+ */
 export function searchAttributeCommands(namespace: string, missing: SearchAttributeProblem[], address: string): string[] {
-  const commands = [
-    `temporal operator search-attribute create --address ${address} --namespace ${namespace} ${missing.map((m) => `--name ${m.name} --type ${m.type}`).join(' ')}`,
-  ];
+  const commands = missing.map((m) => `temporal operator search-attribute create --address ${address} --namespace ${namespace} --name ${m.name} --type ${m.type}`);
   if (/\.tmprl\.cloud(:\d+)?$/.test(address))
     commands.push(`tcld namespace search-attributes add --namespace ${namespace} ${missing.map((m) => `--search-attribute ${m.name}=${m.type}`).join(' ')}`);
   return commands;
