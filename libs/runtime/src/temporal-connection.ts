@@ -117,13 +117,18 @@ async function within<T>(ms: number, work: Promise<T>, onLate: (value: T) => voi
   }
 }
 
+/** The fields both SDK connections take (the namespace goes to the client and the workers instead). */
+function sdkOptions(options: TemporalConnectionOptions): Omit<TemporalConnectionOptions, 'namespace'> {
+  const { address, tls, apiKey, metadata } = options;
+  return { address, ...(tls && { tls }), ...(apiKey !== undefined && { apiKey }), ...(metadata && { metadata }) };
+}
+
 /** The client's connection, or one clear error within the startup timeout. */
 export async function connectTemporalClient(options: TemporalConnectionOptions, timeoutMs = TEMPORAL_STARTUP_TIMEOUT_MS): Promise<Connection> {
-  const { namespace: _namespace, ...connect } = options;
   try {
     return await within(
       timeoutMs,
-      Connection.connect({ ...connect, connectTimeout: timeoutMs }),
+      Connection.connect({ ...sdkOptions(options), connectTimeout: timeoutMs }),
       (c) => void c.close().catch(() => undefined),
       () => new Error(`no answer within ${timeoutMs} ms`),
     );
@@ -134,11 +139,10 @@ export async function connectTemporalClient(options: TemporalConnectionOptions, 
 
 /** The workers' native connection, or one clear error within the startup timeout. */
 export async function connectTemporalWorker(options: TemporalConnectionOptions, timeoutMs = TEMPORAL_STARTUP_TIMEOUT_MS): Promise<NativeConnection> {
-  const { namespace: _namespace, ...connect } = options;
   try {
     return await within(
       timeoutMs,
-      NativeConnection.connect(connect),
+      NativeConnection.connect(sdkOptions(options)),
       (c) => void c.close().catch(() => undefined),
       () => new Error(`no answer within ${timeoutMs} ms`),
     );
