@@ -110,6 +110,15 @@ describe('the search attribute check', () => {
     await expect(checkTemporalNamespace(services({ AgentStatus: 2, CurrentStep: 3, Owner: 2 }), where, required)).resolves.toBeUndefined();
   });
 
+  it('with no attributes required (the check turned off) still checks the namespace but lists nothing', async () => {
+    const listing = services({});
+    const list = jest.spyOn(listing.operatorService, 'listSearchAttributes');
+    await expect(checkTemporalNamespace(listing, where, {})).resolves.toBeUndefined();
+    expect(list).not.toHaveBeenCalled();
+    const notFound = Object.assign(new Error('5 NOT_FOUND'), { code: 5 });
+    await expect(checkTemporalNamespace(services(notFound), where, {})).rejects.toThrow("Temporal namespace 'ns1' does not exist");
+  });
+
   it('lists the missing attributes and the command that creates them in one message', async () => {
     const err = await checkTemporalNamespace(services({ AgentStatus: 2 }), where, required).catch((e: Error) => e);
     expect(err).toBeInstanceOf(TemporalStartupError);

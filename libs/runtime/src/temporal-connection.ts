@@ -207,8 +207,9 @@ const GRPC_PERMISSION_DENIED = 7;
 const GRPC_UNAUTHENTICATED = 16;
 
 /**
- * Checks that the namespace exists and has every search attribute the workflows set, with its type.
- * Without them workflow tasks fail at the first upsert, long after the service reported ready.
+ * Checks that the namespace exists, takes this client's credentials, and has every search attribute
+ * the workflows set (none are listed when `required` is empty), with its type. Without them workflow
+ * tasks fail at the first upsert, long after the service reported ready.
  */
 export async function checkTemporalNamespace(
   services: TemporalServices,
@@ -221,6 +222,7 @@ export async function checkTemporalNamespace(
   let present: Record<string, number>;
   try {
     await services.withDeadline(deadline, () => services.workflowService.describeNamespace({ namespace }));
+    if (!Object.keys(required).length) return;
     const listed = await services.withDeadline(deadline, () => services.operatorService.listSearchAttributes({ namespace }));
     present = (listed.customAttributes ?? {}) as Record<string, number>;
   } catch (err) {
@@ -250,13 +252,15 @@ export async function checkTemporalNamespace(
 /** Whether this process has already checked its namespace (a service with a client and workers checks once). */
 const namespaceChecks = new Map<string, Promise<void>>();
 
-/** Checks the namespace's search attributes once per process, unless TEMPORAL_CHECK_SEARCH_ATTRIBUTES=false. */
+/**
+ * Checks the namespace once per process: that it exists and takes these credentials always, its search
+ * attributes unless TEMPORAL_CHECK_SEARCH_ATTRIBUTES=false.
+ */
 export function checkNamespaceOnce(config: Pick<TemporalConfig, 'TEMPORAL_CHECK_SEARCH_ATTRIBUTES'>, services: TemporalServices, options: TemporalConnectionOptions): Promise<void> {
-  if (!config.TEMPORAL_CHECK_SEARCH_ATTRIBUTES) return Promise.resolve();
   const key = `${options.address}/${options.namespace}`;
   let check = namespaceChecks.get(key);
   if (!check) {
-    check = checkTemporalNamespace(services, options);
+    check = checkTemporalNamespace(services, options, config.TEMPORAL_CHECK_SEARCH_ATTRIBUTES ? SEARCH_ATTRIBUTES : {});
     check.catch(() => namespaceChecks.delete(key));
     namespaceChecks.set(key, check);
   }
