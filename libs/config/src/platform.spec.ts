@@ -75,12 +75,12 @@ describe('the Temporal settings', () => {
     expect(problems(temporalSpec, { TEMPORAL_TLS_CLIENT_CERT_PATH: join(dir, 'absent.pem') })).toEqual([
       expect.stringMatching(/^TEMPORAL_TLS_CLIENT_CERT_PATH: cannot read .*absent\.pem: ENOENT$/),
     ]);
-    expect(problems(temporalSpec, { TEMPORAL_CONFIG_FILE: join(dir, 'absent.toml') })[0]).toMatch(/^TEMPORAL_CONFIG_FILE: cannot read .*absent\.toml: ENOENT$/);
-    expect(problems(temporalSpec, { TEMPORAL_CONFIG_FILE: profileFile, TEMPORAL_PROFILE: 'nope' })[0]).toBe(
+    expect(problems(temporalSpec, { TEMPORAL_CONFIG_FILE: join(dir, 'absent.toml') })).toEqual([expect.stringMatching(/^TEMPORAL_CONFIG_FILE: cannot read .*absent\.toml: ENOENT$/)]);
+    expect(problems(temporalSpec, { TEMPORAL_CONFIG_FILE: profileFile, TEMPORAL_PROFILE: 'nope' })).toEqual([
       "TEMPORAL_CONFIG_FILE/TEMPORAL_PROFILE: Profile 'nope' not found in config data",
-    );
+    ]);
     expect(problems(temporalSpec, { TEMPORAL_CONFIG_FILE: profileFile, TEMPORAL_PROFILE: 'inline' })).toContain(
-      "serverCACert: the Temporal profile's tls serverCACert is inline data; give a *_path instead",
+      'TEMPORAL_TLS_SERVER_CA_CERT_PATH (from the Temporal profile): inline certificate data is not supported; give a *_path instead',
     );
     expect(problems(temporalSpec, { TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: 'true' })).toEqual([
       expect.stringContaining('TEMPORAL_TLS_DISABLE_HOST_VERIFICATION=true is not supported by the Temporal TypeScript SDK'),

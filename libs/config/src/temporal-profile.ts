@@ -9,10 +9,14 @@ import { bool, readableFile, secret, str, type Env, type Setting } from './env';
 
 const profiles = new WeakMap<Env, ClientConfigProfile>();
 
-/** The profile file's values only; each setting applies its own variable over it. */
+/**
+ * The profile file's values only; each setting applies its own variable over it. A file that cannot
+ * be loaded is reported once (by the first setting that asks), then read as empty.
+ */
 function profileOf(env: Env): ClientConfigProfile {
   let profile = profiles.get(env);
   if (!profile) {
+    profiles.set(env, {});
     const file = env.TEMPORAL_CONFIG_FILE?.trim();
     // The SDK treats a missing file as no file; one that was named must exist.
     if (file) readableFile().read(env, 'TEMPORAL_CONFIG_FILE');
@@ -36,7 +40,13 @@ function layered<T>(own: Setting<T>, fromProfile: (p: ClientConfigProfile) => T 
   return {
     read(env, key) {
       if (set(env, key) || set(env, `${key}_FILE`)) return own.read(env, key);
-      const value = fromProfile(profileOf(env));
+      const profile = profileOf(env);
+      let value: T | undefined;
+      try {
+        value = fromProfile(profile);
+      } catch (err) {
+        throw new Error(`${key} (from the Temporal profile): ${(err as Error).message}`);
+      }
       return value !== undefined ? value : fallback !== undefined ? fallback : own.read(env, key);
     },
   };
@@ -47,11 +57,11 @@ function profilePath(field: 'serverCACert' | 'clientCert' | 'clientKey'): (p: Cl
   return (p) => {
     const source: ConfigDataSource | undefined = p.tls?.[field];
     if (source === undefined) return undefined;
-    if (!('path' in source)) throw new Error(`the Temporal profile's tls ${field} is inline data; give a *_path instead`);
+    if (!('path' in source)) throw new Error('inline certificate data is not supported; give a *_path instead');
     try {
       accessSync(source.path, constants.R_OK);
     } catch (err) {
-      throw new Error(`cannot read ${source.path} (from the Temporal profile): ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+      throw new Error(`cannot read ${source.path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
     return source.path;
   };
@@ -68,13 +78,7 @@ export const temporalApiKey = (): Setting<string | undefined> => layered(secret(
 export const temporalTls = (): Setting<boolean | undefined> =>
   layered(optionalBool(), (p) => (p.tls?.disabled === undefined ? undefined : !p.tls.disabled));
 export const temporalTlsFile = (field: 'serverCACert' | 'clientCert' | 'clientKey'): Setting<string | undefined> =>
-  layered(readableFile(), (p) => {
-    try {
-      return profilePath(field)(p);
-    } catch (err) {
-      throw new Error(`${field}: ${(err as Error).message}`);
-    }
-  });
+  layered(readableFile(), profilePath(field));
 export const temporalServerName = (): Setting<string | undefined> =>
   layered({ read: (env, key) => env[key]?.trim() || undefined }, (p) => p.tls?.serverName);
 
