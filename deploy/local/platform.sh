@@ -94,6 +94,9 @@ health_path() { if [ "$1" = model-server ]; then echo /healthz; else echo /ready
 apps_up() {
   mkdir -p "$APP_RUN_DIR" "$APP_LOG_DIR"
   export_app_env
+  # The schema is migrated as its own step, as in production; the services then find it current.
+  say "migrating the database"
+  npm run --silent migrate || die "npm run migrate failed"
   local app pid port deadline
   for app in $(services); do
     if pid="$(app_pid "$app")"; then

@@ -1,8 +1,9 @@
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, mkdirSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { Client as PgClient } from 'pg';
 import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
 import { TOPICS } from '@agentrun/contracts';
@@ -20,6 +21,16 @@ const PORT_VARIABLE: Record<AppName, string> = {
   projector: 'PROJECTOR_PORT',
   snapshotter: 'SNAPSHOTTER_PORT',
 };
+
+/** Runs `npm run migrate`'s entry against one database; its output is the error when it fails. */
+async function migrateDatabase(databaseUrl: string): Promise<void> {
+  try {
+    await promisify(execFile)(process.execPath, [join(REPO_ROOT, 'tools/migrate.js')], { env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl } });
+  } catch (err) {
+    const e = err as { stdout?: string; stderr?: string; message: string };
+    throw new Error(`npm run migrate failed: ${e.stderr || e.stdout || e.message}`);
+  }
+}
 
 async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
@@ -81,6 +92,9 @@ export class Platform {
     await admin.connect();
     await admin.query(`CREATE DATABASE ${this.database}`);
     await admin.end();
+    // As a deployment does it: migrations are their own step, so services in production mode (which
+    // only check the schema) find it current.
+    await migrateDatabase(this.urls.databaseUrl(this.database));
     this.db = new PgClient({ connectionString: this.urls.databaseUrl(this.database) });
     await this.db.connect();
 

@@ -1,7 +1,7 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import { listenForRunTouches, parseRunTouches, RUN_EVENTS_CHANNEL } from '@agentrun/persistence';
+import { databaseOptionsFrom, listenForRunTouches, parseRunTouches, RUN_EVENTS_CHANNEL, runTouchClient } from '@agentrun/persistence';
 import { PLATFORM_CONFIG, type ReadinessCheck } from '@agentrun/runtime';
-import { Client } from 'pg';
+import type { Client } from 'pg';
 import type { GatewayConfig } from './config';
 
 type Wake = () => void;
@@ -28,7 +28,7 @@ export class LiveEventsHub implements OnModuleInit, OnApplicationShutdown, Readi
   }
 
   private async connect(): Promise<void> {
-    const client = new Client({ connectionString: this.config.DATABASE_URL, application_name: 'agentrun-gateway-listen' });
+    const client = runTouchClient(databaseOptionsFrom(this.config, 'agentrun-gateway-listen'));
     client.on('notification', (msg) => {
       if (msg.channel === RUN_EVENTS_CHANNEL) this.dispatch(msg.payload);
     });

@@ -1,4 +1,5 @@
 import { bool, int, list, oneOf, optionalStr, readableFile, secret, str, type ConfigOf, type Env, type Setting } from './env';
+import { temporalAddress, temporalApiKey, temporalHostVerification, temporalNamespace, temporalServerName, temporalTls, temporalTlsFile } from './temporal-profile';
 
 /**
  * The settings the services share, in groups. Each app's spec (apps/<name>/src/config.ts) spreads only
@@ -168,15 +169,61 @@ export const kafkaSpec = {
   KAFKA_TOPICS_CHECK: bool(true),
 };
 
+/**
+ * Temporal, in the SDK's environment-configuration names (the CLI and every SDK read the same ones).
+ * A TOML profile (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE) may hold them instead; a variable wins over it.
+ * An API key or any TLS file turns TLS on unless TEMPORAL_TLS=false says otherwise.
+ */
 export const temporalSpec = {
-  TEMPORAL_ADDRESS: str('127.0.0.1:7233'),
-  TEMPORAL_NAMESPACE: str('default'),
+  TEMPORAL_ADDRESS: temporalAddress(),
+  TEMPORAL_NAMESPACE: temporalNamespace(),
+  TEMPORAL_API_KEY: temporalApiKey(),
+  TEMPORAL_TLS: temporalTls(),
+  TEMPORAL_TLS_SERVER_CA_CERT_PATH: temporalTlsFile('serverCACert'),
+  TEMPORAL_TLS_CLIENT_CERT_PATH: temporalTlsFile('clientCert'),
+  TEMPORAL_TLS_CLIENT_KEY_PATH: temporalTlsFile('clientKey'),
+  TEMPORAL_TLS_SERVER_NAME: temporalServerName(),
+  TEMPORAL_TLS_DISABLE_HOST_VERIFICATION: temporalHostVerification(),
+  /** At startup, check that the namespace has every search attribute the workflows set. */
+  TEMPORAL_CHECK_SEARCH_ATTRIBUTES: bool(true),
   AGENTRUN_TASK_QUEUE_PREFIX: str(''),
 };
+
+/** TLS toward Postgres, with libpq's meanings (see DatabaseOptions in the persistence lib). */
+export const DATABASE_SSL_MODES = ['disable', 'require', 'verify-ca', 'verify-full'] as const;
+export type DatabaseSslMode = (typeof DATABASE_SSL_MODES)[number];
+
+/**
+ * `auto` migrates at start under the advisory lock (a developer's machine, the tests); `check` only
+ * compares the schema with this build and refuses an older one, so the runtime role needs no DDL
+ * rights and no session lock goes through a pooling proxy. Unset: `check` in production mode.
+ */
+function migrateMode(): Setting<'auto' | 'check'> {
+  return {
+    read(env, key) {
+      const mode = env.AGENTRUN_MODE?.trim() === 'production' ? 'check' : 'auto';
+      return oneOf(['auto', 'check'] as const, mode).read(env, key);
+    },
+  };
+}
+
+/** Unset: whatever the URL's `sslmode` says, else `disable`. */
+function sslMode(): Setting<DatabaseSslMode | undefined> {
+  return { read: (env, key) => (optionalStr().read(env, key) === undefined ? undefined : oneOf(DATABASE_SSL_MODES, 'disable').read(env, key)) };
+}
 
 export const databaseSpec = {
   DATABASE_URL: str('postgres://agentrun:agentrun@127.0.0.1:5432/agentrun'),
   DATABASE_POOL_SIZE: int(10, 1, 200),
+  /** Overrides the URL's password, so the URL can sit in a ConfigMap and the password in a Secret. */
+  DATABASE_PASSWORD: secret(),
+  DATABASE_SSLMODE: sslMode(),
+  DATABASE_SSL_CA_FILE: readableFile(),
+  DATABASE_SSL_CERT_FILE: readableFile(),
+  DATABASE_SSL_KEY_FILE: readableFile(),
+  /** Per connection; 0 turns it off. */
+  DATABASE_STATEMENT_TIMEOUT_MS: int(30_000, 0, 86_400_000),
+  DATABASE_MIGRATE: migrateMode(),
 };
 
 /** Where run workspaces live on the machines that run tools and captures. */

@@ -1,5 +1,11 @@
-import type { Client } from 'pg';
+import { Client } from 'pg';
+import { pgClientConfig, type DatabaseOptions } from './data-source';
 import { RUN_EVENTS_CHANNEL } from './projection';
+
+/** The LISTEN connection, with the same password, TLS and statement timeout as the service's pool. */
+export function runTouchClient(options: DatabaseOptions): Client {
+  return new Client(pgClientConfig(options));
+}
 
 /**
  * Subscribes a dedicated connection (not one of the pool's: LISTEN lasts as long as the session) to

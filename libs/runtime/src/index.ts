@@ -4,3 +4,4 @@ export * from './infrastructure';
 export * from './worker-pool';
 export * from './lane-workers';
 export * from './fatal';
+export * from './temporal-connection';

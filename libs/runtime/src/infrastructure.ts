@@ -1,30 +1,47 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import { Client, Connection } from '@temporalio/client';
+import { Client, type Connection } from '@temporalio/client';
 import { kafkaTimings, type DatabaseConfig, type KafkaConfig, type ProfileConfig, type TemporalConfig } from '@agentrun/config';
 import { checkServiceTopics, KafkaBus, kafkaClientSecurity, platformTopicSpecs, topicsUsedBy } from '@agentrun/kafka';
-import { createDataSource, migrate, pingDatabase } from '@agentrun/persistence';
+import { checkSchema, createDataSource, databaseOptionsFrom, migrate, pingDatabase } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
 import type { ReadinessCheck } from './health';
+import { checkNamespaceOnce, connectTemporalClient, temporalConnectionOptions } from './temporal-connection';
 
 /** The app's whole configuration; each provider below declares the groups of it that it reads. */
 export const PLATFORM_CONFIG = Symbol('PLATFORM_CONFIG');
 export const SERVICE_NAME = Symbol('SERVICE_NAME');
 
-/** Postgres for one service: connects and migrates (under the advisory lock) before the app starts. */
+/**
+ * Postgres for one service, ready before the app starts. With DATABASE_MIGRATE=auto it migrates under
+ * the advisory lock; with `check` it only compares the schema with this build (no lock, no DDL) and
+ * refuses an older one, so production runs `npm run migrate` as its own step.
+ */
 @Injectable()
 export class Database implements OnModuleInit, OnApplicationShutdown, ReadinessCheck {
   readonly name = 'postgres';
   readonly dataSource: DataSource;
   private readonly logger = new Logger('Database');
+  private readonly migrateMode: DatabaseConfig['DATABASE_MIGRATE'];
 
   constructor(@Inject(PLATFORM_CONFIG) config: DatabaseConfig, @Inject(SERVICE_NAME) service: string) {
-    this.dataSource = createDataSource({ url: config.DATABASE_URL, poolSize: config.DATABASE_POOL_SIZE, applicationName: `agentrun-${service}` });
+    this.dataSource = createDataSource(databaseOptionsFrom(config, `agentrun-${service}`));
+    this.migrateMode = config.DATABASE_MIGRATE;
   }
 
   async onModuleInit(): Promise<void> {
     await this.dataSource.initialize();
-    const applied = await migrate(this.dataSource);
-    if (applied.length) this.logger.log(`applied migrations: ${applied.join(', ')}`);
+    try {
+      if (this.migrateMode === 'auto') {
+        const applied = await migrate(this.dataSource);
+        if (applied.length) this.logger.log(`applied migrations: ${applied.join(', ')}`);
+      } else {
+        const warning = await checkSchema(this.dataSource);
+        if (warning) this.logger.warn(warning);
+      }
+    } catch (err) {
+      await this.dataSource.destroy();
+      throw err;
+    }
   }
 
   async check(): Promise<void> {
@@ -91,8 +108,8 @@ export class Kafka implements OnModuleInit, OnApplicationShutdown, ReadinessChec
   }
 }
 
-/** Where the Temporal server is: what a client or a worker needs to connect. */
-export type TemporalServer = Pick<TemporalConfig, 'TEMPORAL_ADDRESS' | 'TEMPORAL_NAMESPACE'>;
+/** The Temporal settings a client or a worker connects with. */
+export type TemporalServer = TemporalConfig;
 
 /** A Temporal client for services that start, signal and query workflows. */
 @Injectable()
@@ -103,9 +120,18 @@ export class Temporal implements OnModuleInit, OnApplicationShutdown, ReadinessC
 
   constructor(@Inject(PLATFORM_CONFIG) private readonly config: TemporalServer) {}
 
+  /** Connects and checks the namespace before the app starts; either failing stops the start with one message. */
   async onModuleInit(): Promise<void> {
-    this.connection = await Connection.connect({ address: this.config.TEMPORAL_ADDRESS });
-    this.clientValue = new Client({ connection: this.connection, namespace: this.config.TEMPORAL_NAMESPACE });
+    const options = temporalConnectionOptions(this.config);
+    this.connection = await connectTemporalClient(options);
+    try {
+      await checkNamespaceOnce(this.config, this.connection, options);
+    } catch (err) {
+      await this.connection.close();
+      this.connection = undefined;
+      throw err;
+    }
+    this.clientValue = new Client({ connection: this.connection, namespace: options.namespace });
   }
 
   get client(): Client {

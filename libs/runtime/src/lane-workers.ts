@@ -17,7 +17,7 @@ export abstract class LaneWorkers implements OnApplicationBootstrap, OnModuleDes
 
   /** After every provider has started, so no task arrives before the database is connected. */
   async onApplicationBootstrap(): Promise<void> {
-    this.pool = await WorkerPool.start(this.platform.TEMPORAL_ADDRESS, this.platform.TEMPORAL_NAMESPACE, this.lanes());
+    this.pool = await WorkerPool.start(this.platform, this.lanes());
   }
 
   async check(): Promise<void> {

@@ -1,5 +1,7 @@
 import { Logger } from '@nestjs/common';
-import { NativeConnection, Worker, type WorkerOptions } from '@temporalio/worker';
+import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
+import type { TemporalConfig } from '@agentrun/config';
+import { checkNamespaceOnce, connectTemporalWorker, temporalConnectionOptions } from './temporal-connection';
 import { failFast } from './fatal';
 import type { ReadinessCheck } from './health';
 
@@ -32,9 +34,13 @@ export class WorkerPool implements ReadinessCheck {
     this.logger.log(`polling ${workers.map((w) => w.options.taskQueue).join(', ')}`);
   }
 
-  static async start(address: string, namespace: string, lanes: LaneWorkerOptions[]): Promise<WorkerPool> {
-    const connection = await NativeConnection.connect({ address });
+  /** Connects with the service's Temporal settings, checks the namespace, then creates every lane's worker. */
+  static async start(config: TemporalConfig, lanes: LaneWorkerOptions[]): Promise<WorkerPool> {
+    const options = temporalConnectionOptions(config);
+    const namespace = options.namespace;
+    const connection = await connectTemporalWorker(options);
     try {
+      await checkNamespaceOnce(config, connection, options);
       const workers: Worker[] = [];
       for (const lane of lanes) workers.push(await Worker.create({ ...lane, connection, namespace }));
       return new WorkerPool(connection, workers);
