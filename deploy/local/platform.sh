@@ -24,7 +24,11 @@ APP_LOG_DIR="$REPO_ROOT/.stack/logs/apps"
 APP_STOP_TIMEOUT="${APP_STOP_TIMEOUT:-30}"
 APP_READY_TIMEOUT="${APP_READY_TIMEOUT:-90}"
 
+SECURE_DIR="$REPO_ROOT/.stack/secure"
+
 say() { printf '[platform] %s\n' "$*"; }
+# The profile the stack runs in, as stack.sh recorded it (plain, secure; none when it is down).
+stack_profile() { cat "$REPO_ROOT/.stack/profile" 2>/dev/null || echo none; }
 die() { printf '[platform] ERROR: %s\n' "$*" >&2; exit 1; }
 
 port_of() {
@@ -71,7 +75,17 @@ build() {
 # libs/config runDefaultsSpec) are not set here: both the gateway and the orchestrator, the two services
 # that start runs, inherit them unchanged from the caller's environment or use the same built-in defaults.
 export_app_env() {
+  # On the stack's secure profile, the servers are reached as .stack/secure/platform.env says (SASL_SSL
+  # Kafka, Temporal over mTLS, Postgres with verify-full); each app adds its own Kafka identity at start.
+  if [ "$(stack_profile)" = secure ]; then
+    set -a
+    # shellcheck disable=SC1091
+    . "$SECURE_DIR/platform.env"
+    set +a
+  fi
   export AGENTRUN_MODE="${AGENTRUN_MODE:-local}"
+  # The topics the stack made: one broker (each service checks its topics against these at start).
+  export KAFKA_TOPIC_PARTITIONS KAFKA_REPLICATION_FACTOR KAFKA_MIN_INSYNC_REPLICAS KAFKA_RETENTION_MS
   export KAFKA_BROKERS="${KAFKA_BROKERS:-127.0.0.1:${KAFKA_PORT}}"
   export TEMPORAL_ADDRESS="${TEMPORAL_ADDRESS:-127.0.0.1:${TEMPORAL_PORT}}"
   export TEMPORAL_NAMESPACE
@@ -104,7 +118,15 @@ apps_up() {
       continue
     fi
     [ -f "$(main_of "$app")" ] || die "$(main_of "$app") is missing: run npm run build"
-    nohup node "$(main_of "$app")" >>"$APP_LOG_DIR/$app.log" 2>&1 &
+    (
+      if [ "$(stack_profile)" = secure ] && [ -f "$SECURE_DIR/env/$app.env" ]; then
+        set -a
+        # shellcheck disable=SC1090
+        . "$SECURE_DIR/env/$app.env"
+        set +a
+      fi
+      exec nohup node "$(main_of "$app")" >>"$APP_LOG_DIR/$app.log" 2>&1
+    ) &
     echo $! >"$APP_RUN_DIR/$app.pid"
   done
   for app in $(services); do
@@ -171,6 +193,13 @@ AgentRun is up in $(( $(date +%s) - t0 ))s (local mode: the org comes from the X
 Ctrl-C here, or 'npm run stop' elsewhere, stops everything.
 
 MSG
+  if [ "$(stack_profile)" = secure ]; then
+    cat <<MSG
+Secure profile: Kafka SASL_SSL with ACLs, Postgres TLS only, Temporal over mTLS (files in .stack/secure/).
+  as the outside client   .stack/secure/kcat -F .stack/secure/client.properties -t agentrun.run-events.v1 -C
+
+MSG
+  fi
   if [ "${AGENTRUN_DETACH:-0}" = "1" ] || [ ! -t 0 ]; then
     return 0
   fi

@@ -8,6 +8,8 @@ import { Client as PgClient } from 'pg';
 import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
 import { TOPICS } from '@agentrun/contracts';
 import { startModelServer, type ModelServer } from '../../apps/model-server/src/model-server';
+import { platformTopicSpecs, type TopicSpecSettings } from '@agentrun/kafka';
+import { kafkaClientOfProperties, pgClientOf, secureStack, type SecureStack } from './secure-stack';
 import { REPO_ROOT, stackEnv, stackUrls } from './stack-env';
 import { waitFor } from './wait';
 
@@ -22,10 +24,10 @@ const PORT_VARIABLE: Record<AppName, string> = {
   snapshotter: 'SNAPSHOTTER_PORT',
 };
 
-/** Runs `npm run migrate`'s entry against one database; its output is the error when it fails. */
-async function migrateDatabase(databaseUrl: string): Promise<void> {
+/** Runs `npm run migrate`'s entry against one database (the DATABASE_* settings given); its output is the error when it fails. */
+async function migrateDatabase(settings: Record<string, string>): Promise<void> {
   try {
-    await promisify(execFile)(process.execPath, [join(REPO_ROOT, 'tools/migrate.js')], { env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl } });
+    await promisify(execFile)(process.execPath, [join(REPO_ROOT, 'tools/migrate.js')], { env: { PATH: process.env.PATH ?? '', ...settings } });
   } catch (err) {
     const e = err as { stdout?: string; stderr?: string; message: string };
     throw new Error(`npm run migrate failed: ${e.stderr || e.stdout || e.message}`);
@@ -50,13 +52,25 @@ export interface TopicRecord<T = unknown> {
   value: T;
 }
 
+export interface PlatformOptions {
+  /**
+   * On the stack's secure profile: the services take their settings from .stack/secure (SASL_SSL Kafka
+   * as their own principals, Temporal over mTLS, Postgres with verify-full), the test's Kafka client is
+   * the `outside` principal, and topics are the unprefixed ones the stack made, since the ACLs name them.
+   */
+  secure?: boolean;
+}
+
 /**
  * One isolated copy of the platform on the shared stack: its own topics (prefixed), task queues
  * (prefixed), database and workspace, and the five apps as real child processes from built output.
  */
 export class Platform {
   readonly id = `t${randomBytes(4).toString('hex')}`;
+  /** Task queues (and, on the plain stack, topics and groups) start with this. */
   readonly prefix = `${this.id}.`;
+  readonly topicPrefix: string;
+  private readonly secure?: SecureStack;
   readonly database = `agentrun_${this.id}`;
   readonly ports = {} as Record<AppName, number>;
   readonly kafka: Kafka;
@@ -73,13 +87,44 @@ export class Platform {
   /** Settings for one app only, applied the next time it starts (e.g. a slower snapshotter). */
   readonly appEnv: Partial<Record<AppName, Record<string, string>>> = {};
 
-  constructor(private readonly extraEnv: Record<string, string> = {}) {
-    this.kafka = new Kafka({ clientId: `e2e-${this.id}`, brokers: this.urls.kafkaBrokers, logLevel: logLevel.NOTHING });
+  constructor(
+    private readonly extraEnv: Record<string, string> = {},
+    options: PlatformOptions = {},
+  ) {
+    this.secure = options.secure ? secureStack() : undefined;
+    this.topicPrefix = this.secure ? '' : this.prefix;
+    this.kafka = this.secure
+      ? new Kafka({ ...kafkaClientOfProperties(this.secure.outside, `outside-e2e-${this.id}`), logLevel: logLevel.NOTHING })
+      : new Kafka({ clientId: `e2e-${this.id}`, brokers: this.urls.kafkaBrokers, logLevel: logLevel.NOTHING });
     this.dataDir = join(REPO_ROOT, '.stack', 'test-runs', this.id);
   }
 
   topic(name: string): string {
-    return this.prefix + name;
+    return this.topicPrefix + name;
+  }
+
+  /** The topics the test platform makes for itself on the plain stack: the declared specs on one broker. */
+  private topicSettings(): TopicSpecSettings {
+    const stack = stackEnv();
+    return {
+      KAFKA_TOPIC_PARTITIONS: Math.max(3, Number(stack.KAFKA_TOPIC_PARTITIONS ?? 3)),
+      KAFKA_REPLICATION_FACTOR: 1,
+      KAFKA_MIN_INSYNC_REPLICAS: 1,
+      KAFKA_RETENTION_MS: Number(stack.KAFKA_RETENTION_MS ?? 604_800_000),
+    };
+  }
+
+  /** The DATABASE_* settings of the services, for `database` (the stack's own by default). */
+  private databaseSettings(database?: string): Record<string, string> {
+    if (!this.secure) return { DATABASE_URL: this.urls.databaseUrl(database) };
+    const url = new URL(this.secure.platform.DATABASE_URL);
+    if (database) url.pathname = `/${database}`;
+    const { DATABASE_SSLMODE, DATABASE_SSL_CA_FILE, DATABASE_PASSWORD_FILE } = this.secure.platform;
+    return { DATABASE_URL: url.toString(), DATABASE_SSLMODE, DATABASE_SSL_CA_FILE, DATABASE_PASSWORD_FILE };
+  }
+
+  private pgClient(database?: string): PgClient {
+    return new PgClient(this.secure ? pgClientOf(this.secure.platform, database) : { connectionString: this.urls.databaseUrl(database) });
   }
 
   get gatewayUrl(): string {
@@ -88,31 +133,31 @@ export class Platform {
 
   async start(): Promise<void> {
     mkdirSync(join(this.dataDir, 'logs'), { recursive: true });
-    const admin = new PgClient({ connectionString: this.urls.databaseUrl() });
+    const admin = this.pgClient();
     await admin.connect();
     await admin.query(`CREATE DATABASE ${this.database}`);
     await admin.end();
     // As a deployment does it: migrations are their own step, so services in production mode (which
     // only check the schema) find it current.
-    await migrateDatabase(this.urls.databaseUrl(this.database));
-    this.db = new PgClient({ connectionString: this.urls.databaseUrl(this.database) });
+    await migrateDatabase(this.databaseSettings(this.database));
+    this.db = this.pgClient(this.database);
     await this.db.connect();
 
-    const kafkaAdmin = this.kafka.admin();
-    await kafkaAdmin.connect();
-    const partitions = Number(stackEnv().KAFKA_TOPIC_PARTITIONS ?? 3);
-    const compacted = (stackEnv().KAFKA_COMPACTED_TOPICS ?? '').split(/\s+/);
-    await kafkaAdmin.createTopics({
-      waitForLeaders: true,
-      topics: Object.values(TOPICS).map((t) => ({
-        topic: this.topic(t),
-        numPartitions: Math.max(3, partitions),
-        replicationFactor: 1,
-        // As the stack creates it: the run-state topic keeps each run's last record.
-        configEntries: compacted.includes(t) ? [{ name: 'cleanup.policy', value: 'compact' }] : [],
-      })),
-    });
-    await kafkaAdmin.disconnect();
+    // On the secure profile the stack made the (unprefixed) topics, and `outside` may not create any.
+    if (!this.secure) {
+      const kafkaAdmin = this.kafka.admin();
+      await kafkaAdmin.connect();
+      await kafkaAdmin.createTopics({
+        waitForLeaders: true,
+        topics: platformTopicSpecs(this.topicSettings(), this.topicPrefix).map((spec) => ({
+          topic: spec.name,
+          numPartitions: spec.partitions,
+          replicationFactor: spec.replicationFactor,
+          configEntries: Object.entries(spec.configs).map(([name, value]) => ({ name, value })),
+        })),
+      });
+      await kafkaAdmin.disconnect();
+    }
 
     this.model = await startModelServer({ port: 0 });
     for (const app of APPS) this.ports[app] = await freePort();
@@ -126,11 +171,14 @@ export class Platform {
       AGENTRUN_MODE: 'local',
       AGENTRUN_PROFILE: 'test',
       KAFKA_BROKERS: this.urls.kafkaBrokers.join(','),
-      AGENTRUN_TOPIC_PREFIX: this.prefix,
+      AGENTRUN_TOPIC_PREFIX: this.topicPrefix,
+      ...Object.fromEntries(Object.entries(this.topicSettings()).map(([key, value]) => [key, String(value)])),
       TEMPORAL_ADDRESS: this.urls.temporalAddress,
       TEMPORAL_NAMESPACE: this.urls.namespace,
       AGENTRUN_TASK_QUEUE_PREFIX: this.prefix,
-      DATABASE_URL: this.urls.databaseUrl(this.database),
+      // What the secure profile wrote: Kafka, Temporal and Postgres as each service reaches them there.
+      ...(this.secure ? { ...this.secure.platform, ...this.secure.service(app) } : {}),
+      ...this.databaseSettings(this.database),
       DATABASE_POOL_SIZE: '5',
       WORKSPACE_ROOT: join(this.dataDir, 'workspaces'),
       OBJECT_STORE_DIR: join(this.dataDir, 'objects'),
@@ -209,7 +257,8 @@ export class Platform {
   /** Follows a topic from the beginning; the returned array fills as records arrive. */
   async follow<T = Record<string, unknown>>(topicName: string): Promise<TopicRecord<T>[]> {
     const records: TopicRecord<T>[] = [];
-    const consumer = this.kafka.consumer({ groupId: `${this.id}-follow-${randomBytes(3).toString('hex')}` });
+    // `outside` may join only groups named outside-*.
+    const consumer = this.kafka.consumer({ groupId: `${this.secure ? 'outside-' : ''}${this.id}-follow-${randomBytes(3).toString('hex')}` });
     this.consumers.push(consumer);
     await consumer.connect();
     await consumer.subscribe({ topic: this.topic(topicName), fromBeginning: true });
@@ -251,7 +300,7 @@ export class Platform {
   /** A new test connection, e.g. after Postgres restarted. */
   async reconnectDb(): Promise<void> {
     await this.db?.end().catch(() => undefined);
-    this.db = new PgClient({ connectionString: this.urls.databaseUrl(this.database) });
+    this.db = this.pgClient(this.database);
     await this.db.connect();
   }
 
