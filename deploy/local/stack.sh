@@ -749,11 +749,12 @@ pg_wait_and_configure() {
     sleep 0.3
   done
   local password="$POSTGRES_PASSWORD"
+  # CREATEROLE: test platforms in production mode give their services a role of their own.
   if [ "$AGENTRUN_STACK_PROFILE" = secure ]; then password="$(secure_password postgres)"; fi
   pg_psql -d postgres -v u="$POSTGRES_USER" -v p="$password" -v d="$POSTGRES_DB" <<'SQL' ||
-SELECT format('CREATE ROLE %I LOGIN CREATEDB PASSWORD %L', :'u', :'p')
+SELECT format('CREATE ROLE %I LOGIN CREATEDB CREATEROLE PASSWORD %L', :'u', :'p')
  WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = :'u') \gexec
-SELECT format('ALTER ROLE %I LOGIN PASSWORD %L', :'u', :'p') \gexec
+SELECT format('ALTER ROLE %I LOGIN CREATEDB CREATEROLE PASSWORD %L', :'u', :'p') \gexec
 SELECT format('CREATE DATABASE %I OWNER %I', :'d', :'u')
  WHERE NOT EXISTS (SELECT 1 FROM pg_database WHERE datname = :'d') \gexec
 SQL

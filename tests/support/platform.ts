@@ -114,8 +114,22 @@ export class Platform {
     };
   }
 
+  /** True when the services run in production mode, which refuses the development secrets. */
+  private get production(): boolean {
+    return this.extraEnv.AGENTRUN_MODE === 'production';
+  }
+
+  /** The services' own database role in production mode (the stack's role has the development password). */
+  private readonly serviceRole = { user: `agentrun_${this.id}`, password: randomBytes(12).toString('hex') };
+
   /** The DATABASE_* settings of the services, for `database` (the stack's own by default). */
   private databaseSettings(database?: string): Record<string, string> {
+    if (!this.secure && this.production) {
+      const url = new URL(this.urls.databaseUrl(database));
+      url.username = this.serviceRole.user;
+      url.password = this.serviceRole.password;
+      return { DATABASE_URL: url.toString() };
+    }
     if (!this.secure) return { DATABASE_URL: this.urls.databaseUrl(database) };
     const url = new URL(this.secure.platform.DATABASE_URL);
     if (database) url.pathname = `/${database}`;
@@ -135,7 +149,15 @@ export class Platform {
     mkdirSync(join(this.dataDir, 'logs'), { recursive: true });
     const admin = this.pgClient();
     await admin.connect();
-    await admin.query(`CREATE DATABASE ${this.database}`);
+    if (!this.secure && this.production) {
+      // A role of its own, owning the database: production mode refuses the stack role's development password.
+      // The stack's role joins it, so the test's own connection reads what the services write.
+      await admin.query(`CREATE ROLE ${this.serviceRole.user} LOGIN PASSWORD '${this.serviceRole.password}'`);
+      await admin.query(`GRANT ${this.serviceRole.user} TO CURRENT_USER`);
+      await admin.query(`CREATE DATABASE ${this.database} OWNER ${this.serviceRole.user}`);
+    } else {
+      await admin.query(`CREATE DATABASE ${this.database}`);
+    }
     await admin.end();
     // As a deployment does it: migrations are their own step, so services in production mode (which
     // only check the schema) find it current.
@@ -170,6 +192,8 @@ export class Platform {
       HOME: process.env.HOME ?? '/root',
       AGENTRUN_MODE: 'local',
       AGENTRUN_PROFILE: 'test',
+      // Production mode refuses the development cursor secret.
+      ...(this.production ? { CURSOR_SECRET: `cursor-${this.id}-${this.serviceRole.password}` } : {}),
       KAFKA_BROKERS: this.urls.kafkaBrokers.join(','),
       AGENTRUN_TOPIC_PREFIX: this.topicPrefix,
       ...Object.fromEntries(Object.entries(this.topicSettings()).map(([key, value]) => [key, String(value)])),

@@ -1,0 +1,126 @@
+import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { Connection } from '@temporalio/client';
+import { Kafka, logLevel } from 'kafkajs';
+import { Client as PgClient } from 'pg';
+import { TOPICS, type CommandOutcome, type RunEventEnvelope } from '@agentrun/contracts';
+import { oneToN, seqsOnTopic } from '../support/invariants';
+import { Platform, uniqueId, type TopicRecord } from '../support/platform';
+import { kafkaClientOfProperties, runningStackProfile, secureStack } from '../support/secure-stack';
+import { SseClient } from '../support/sse';
+import { REPO_ROOT } from '../support/stack-env';
+import { waitFor } from '../support/wait';
+
+/**
+ * The platform on the stack's secure profile, configured only from the files the profile writes: every
+ * service reaches Kafka over SASL_SSL as its own principal (ACLs allow exactly its topics and group),
+ * Temporal through the mTLS proxy, Postgres over TLS only. The test's Kafka client is `outside`, the
+ * principal an outside system gets: it may write commands and read outcomes and run events, nothing else.
+ */
+describe('the platform on the secure profile', () => {
+  const secure = secureStack();
+  const platform = new Platform({}, { secure: true });
+  let events: TopicRecord<RunEventEnvelope>[];
+  let outcomes: TopicRecord<CommandOutcome>[];
+
+  beforeAll(async () => {
+    expect(runningStackProfile()).toBe('secure');
+    await platform.start();
+    events = await platform.follow<RunEventEnvelope>(TOPICS.runEvents);
+    outcomes = await platform.follow<CommandOutcome>(TOPICS.commandResults);
+  });
+  afterAll(() => platform.stop());
+
+  it('a run the outside principal starts over Kafka ends done, with every event on the topic and the SSE stream', async () => {
+    const org = 'acme';
+    const runId = uniqueId('secure');
+    const commandId = uniqueId('c');
+    await platform.publishCommand({ command_id: commandId, type: 'agent.start', org, run_id: runId, payload: { goal: 'summarise the workspace', max_steps: 5 } });
+    await platform.waitForStatus(org, runId, 'done');
+    const [row] = await platform.query<{ last_seq: number }>('SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2', [org, runId]);
+    const n = row.last_seq;
+    await waitFor('every event on the topic, read as outside', () => seqsOnTopic(events, org, runId).length === n);
+    expect(seqsOnTopic(events, org, runId)).toEqual(oneToN(n));
+    await waitFor('the accepted outcome, read as outside', () => outcomes.some((o) => o.value.command_id === commandId));
+    expect(outcomes.find((o) => o.value.command_id === commandId)?.value.outcome).toBe('accepted');
+
+    const sse = new SseClient(`${platform.gatewayUrl}/runs/${runId}/events`, { 'X-Org': org });
+    await sse.finished();
+    expect(sse.status).toBe(200);
+    expect(sse.events().map((e) => e.seq)).toEqual(oneToN(n));
+  });
+
+  it('the outside principal is refused when it writes run events, or reads the run-state topic', async () => {
+    const outside = new Kafka({ ...kafkaClientOfProperties(secure.outside, 'outside-forger'), logLevel: logLevel.NOTHING, retry: { retries: 0 } });
+    const producer = outside.producer({ allowAutoTopicCreation: false });
+    await producer.connect();
+    try {
+      const forged = { run_id: 'any', org: 'acme', seq: 99_999, type: 'status_changed', payload: {} };
+      await expect(producer.send({ topic: TOPICS.runEvents, messages: [{ key: 'any', value: JSON.stringify(forged) }] })).rejects.toMatchObject({
+        type: 'TOPIC_AUTHORIZATION_FAILED',
+      });
+    } finally {
+      await producer.disconnect();
+    }
+    const admin = outside.admin();
+    await admin.connect();
+    try {
+      await expect(admin.fetchTopicMetadata({ topics: [TOPICS.runState] })).rejects.toMatchObject({ type: 'TOPIC_AUTHORIZATION_FAILED' });
+    } finally {
+      await admin.disconnect();
+    }
+  });
+
+  it('a plaintext Kafka connection is refused', async () => {
+    const plain = new Kafka({
+      clientId: 'plaintext-probe',
+      brokers: secure.outside['bootstrap.servers'].split(','),
+      logLevel: logLevel.NOTHING,
+      connectionTimeout: 3_000,
+      retry: { retries: 0 },
+    });
+    const admin = plain.admin();
+    await expect(admin.connect().then(() => admin.describeCluster())).rejects.toThrow();
+    await admin.disconnect();
+  });
+
+  it('Postgres refuses a connection without TLS', async () => {
+    const url = new URL(secure.platform.DATABASE_URL);
+    const client = new PgClient({ connectionString: url.toString(), password: readFileSync(secure.platform.DATABASE_PASSWORD_FILE, 'utf8').trim(), ssl: false });
+    await expect(client.connect()).rejects.toThrow(/no encryption|pg_hba/);
+    await client.end().catch(() => undefined);
+  });
+
+  it('Temporal refuses a client without the client certificate, and serves one with it', async () => {
+    const address = secure.platform.TEMPORAL_ADDRESS;
+    const ca = readFileSync(secure.platform.TEMPORAL_TLS_SERVER_CA_CERT_PATH);
+    const serverNameOverride = secure.platform.TEMPORAL_TLS_SERVER_NAME;
+    const anonymous = Connection.connect({ address, tls: { serverRootCACertificate: ca, serverNameOverride }, connectTimeout: 5_000 }).then(async (c) => {
+      try {
+        await c.workflowService.getSystemInfo({});
+      } finally {
+        await c.close();
+      }
+    });
+    await expect(anonymous).rejects.toThrow();
+    const clientCertPair = { crt: readFileSync(secure.platform.TEMPORAL_TLS_CLIENT_CERT_PATH), key: readFileSync(secure.platform.TEMPORAL_TLS_CLIENT_KEY_PATH) };
+    const trusted = await Connection.connect({ address, tls: { serverRootCACertificate: ca, serverNameOverride, clientCertPair } });
+    try {
+      await expect(trusted.workflowService.getSystemInfo({})).resolves.toBeDefined();
+    } finally {
+      await trusted.close();
+    }
+  });
+
+  it('a service given a wrong Kafka password exits at start with one message naming the setting', async () => {
+    const env = { ...platform.env('projector'), KAFKA_SASL_PASSWORD_FILE: '', KAFKA_SASL_PASSWORD: 'not-the-password', PROJECTOR_PORT: '0' };
+    const child = spawn(process.execPath, [join(REPO_ROOT, 'apps/projector/dist/main.js')], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let output = '';
+    child.stdout.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+    expect(code).toBe(1);
+    expect(output).toMatch(/KAFKA_SASL_PASSWORD/);
+  }, 60_000);
+});
