@@ -79,9 +79,12 @@ export function kafkaClientOfProperties(props: Record<string, string>, clientId:
 /** A pg client configuration for `database` with the platform's TLS settings (verify-full against the stack's CA). */
 export function pgClientOf(platform: Record<string, string>, database?: string): ClientConfig {
   const url = new URL(platform.DATABASE_URL);
-  if (database) url.pathname = `/${database}`;
+  // Field by field: pg lets a connection string's (absent) password win over a separate one.
   return {
-    connectionString: url.toString(),
+    host: url.hostname,
+    port: Number(url.port || 5432),
+    user: decodeURIComponent(url.username),
+    database: database ?? url.pathname.replace(/^\//, ''),
     password: readFileSync(platform.DATABASE_PASSWORD_FILE, 'utf8').trim(),
     ssl: { ca: readFileSync(platform.DATABASE_SSL_CA_FILE, 'utf8'), rejectUnauthorized: true },
   };
