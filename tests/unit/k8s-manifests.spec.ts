@@ -12,7 +12,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
-import { ConfigError, loadConfig, type Env, type Spec } from '@agentrun/config';
+import { ConfigError, loadConfig, loadServiceConfig, type Env, type Spec } from '@agentrun/config';
 import { TASK_QUEUES, TOPICS } from '@agentrun/contracts';
 import { gatewaySpec } from '../../apps/gateway/src/config';
 import { gpuWorkerSpec } from '../../apps/gpu-worker/src/config';
@@ -199,7 +199,7 @@ function problemsOfDeployment(objects: K8sObject[], deployment: K8sObject, app: 
 
   const dir = mkdtempSync(join(tmpdir(), 'k8s-env-'));
   try {
-    const config = loadConfig(app.spec, withSecretFiles(objects, pod, container, env, dir, problems)) as Record<string, any>;
+    const config = loadServiceConfig(app.spec, withSecretFiles(objects, pod, container, env, dir, problems)) as Record<string, any>;
     const appPort = String(config[app.port]);
     const portOf = (port: unknown) => String(typeof port === 'number' ? port : (container.ports ?? []).find((p: K8sObject) => p.name === port)?.containerPort);
     for (const [probe, path] of [['livenessProbe', '/livez'], ['readinessProbe', '/readyz']] as const) {
@@ -367,6 +367,8 @@ describe('the check itself', () => {
       "GATEWAY_HOST is 'undefined', expected 0.0.0.0",
       "does not set GATEWAY_HOST (its default only works on a developer's machine)",
       "does not set CURSOR_SECRET (its default only works on a developer's machine)",
+      // And the gateway itself refuses to start so in production mode.
+      'config: CURSOR_SECRET is the development default; production mode needs a secret of its own (CURSOR_SECRET or CURSOR_SECRET_FILE)',
     ]);
   });
 
@@ -377,6 +379,8 @@ describe('the check itself', () => {
     container.env.find((e: K8sObject) => e.name === 'DATABASE_PASSWORD_FILE').value = '/etc/agentrun/db-password';
     expect(problems(deployment).sort()).toEqual([
       'DATABASE_PASSWORD_FILE=/etc/agentrun/db-password is not in a mounted Secret',
+      // The app reads secret files at load, so it says so too.
+      'config: DATABASE_PASSWORD_FILE: cannot read /etc/agentrun/db-password: ENOENT',
       "config: SSE_KEEPALIVE_SECONDS must be an integer, got 'soon'",
       'sets KAFKA_BROKER, which no service reads',
     ]);
