@@ -12,7 +12,7 @@ import { Platform, uniqueId } from '../support/platform';
 import { SseClient } from '../support/sse';
 import { waitFor } from '../support/wait';
 
-function percentile(values: number[], p: number): number {
+export function percentile(values: number[], p: number): number {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
@@ -43,32 +43,39 @@ async function kafkaRoundTrip(platform: Platform, samples: number): Promise<numb
   return out;
 }
 
+/** `runs` agents of two steps, one at a time: publish -> first SSE frame, and publish -> the stream's end. */
+export async function measureSpine(platform: Platform, runs: number): Promise<{ toFirst: number[]; toDone: number[] }> {
+  const toFirst: number[] = [];
+  const toDone: number[] = [];
+  for (let i = 0; i < runs; i++) {
+    const runId = uniqueId('bench');
+    const t0 = performance.now();
+    await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org: 'bench', run_id: runId, payload: { goal: 'measure me', max_steps: 2 } });
+    const sse = await waitFor('the stream to open', async () => {
+      const client = new SseClient(`${platform.gatewayUrl}/runs/${runId}/events`, { 'X-Org': 'bench' });
+      await waitFor('headers', () => client.status !== 0 || client.ended, 5_000, 1);
+      if (client.status === 200) return client;
+      client.close();
+      return undefined;
+    }, 30_000, 5);
+    await waitFor('the first event', () => sse.events().length > 0, 30_000, 1);
+    toFirst.push(performance.now() - t0);
+    await sse.finished();
+    toDone.push(performance.now() - t0);
+  }
+  return { toFirst, toDone };
+}
+
+export const row = (name: string, v: number[]) =>
+  `${name.padEnd(40)} p50 ${percentile(v, 50).toFixed(1).padStart(7)} ms   p95 ${percentile(v, 95).toFixed(1).padStart(7)} ms   max ${Math.max(...v).toFixed(1).padStart(7)} ms`;
+
 async function main(): Promise<void> {
   const runs = Number(process.argv[2] ?? 20);
   const platform = new Platform();
   await platform.start();
   try {
-    const toFirst: number[] = [];
-    const toDone: number[] = [];
-    for (let i = 0; i < runs; i++) {
-      const runId = uniqueId('bench');
-      const t0 = performance.now();
-      await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org: 'bench', run_id: runId, payload: { goal: 'measure me', max_steps: 2 } });
-      const sse = await waitFor('the stream to open', async () => {
-        const client = new SseClient(`${platform.gatewayUrl}/runs/${runId}/events`, { 'X-Org': 'bench' });
-        await waitFor('headers', () => client.status !== 0 || client.ended, 5_000, 1);
-        if (client.status === 200) return client;
-        client.close();
-        return undefined;
-      }, 30_000, 5);
-      await waitFor('the first event', () => sse.events().length > 0, 30_000, 1);
-      toFirst.push(performance.now() - t0);
-      await sse.finished();
-      toDone.push(performance.now() - t0);
-    }
+    const { toFirst, toDone } = await measureSpine(platform, runs);
     const baseline = await kafkaRoundTrip(platform, runs);
-    const row = (name: string, v: number[]) =>
-      `${name.padEnd(40)} p50 ${percentile(v, 50).toFixed(1).padStart(7)} ms   p95 ${percentile(v, 95).toFixed(1).padStart(7)} ms   max ${Math.max(...v).toFixed(1).padStart(7)} ms`;
     console.log(`\n${runs} runs, one at a time (agent.start with max_steps=2: 4 events)`);
     console.log(row('publish -> first SSE event', toFirst));
     console.log(row('publish -> SSE end (terminal done)', toDone));
@@ -79,7 +86,10 @@ async function main(): Promise<void> {
   }
 }
 
-main().catch((err) => {
-  console.error(err);
-  process.exit(1);
-});
+// Run as a script (npm run bench:spine); imported by the secure-profile benchmark.
+if (require.main === module) {
+  main().catch((err) => {
+    console.error(err);
+    process.exit(1);
+  });
+}
