@@ -20,6 +20,7 @@ import { REPO_ROOT } from '../support/stack-env';
 import { measureSpine, percentile, row } from './command-to-sse.bench';
 
 function stack(command: 'up' | 'down', profile?: 'plain' | 'secure'): number {
+  console.error(`[bench] stack.sh ${command}${profile ? ` (${profile})` : ''}`);
   const t0 = performance.now();
   const result = spawnSync('bash', [join(REPO_ROOT, 'deploy/local/stack.sh'), command], {
     env: { ...process.env, ...(profile ? { AGENTRUN_STACK_PROFILE: profile } : {}) },
@@ -31,6 +32,7 @@ function stack(command: 'up' | 'down', profile?: 'plain' | 'secure'): number {
 }
 
 async function spine(secure: boolean, runs: number): Promise<number[]> {
+  console.error(`[bench] ${runs} runs on the ${secure ? 'secure' : 'plain'} profile`);
   const platform = new Platform({}, { secure });
   await platform.start();
   try {

@@ -169,15 +169,18 @@ export class Platform {
     if (!this.secure) {
       const kafkaAdmin = this.kafka.admin();
       await kafkaAdmin.connect();
-      await kafkaAdmin.createTopics({
-        waitForLeaders: true,
-        topics: platformTopicSpecs(this.topicSettings(), this.topicPrefix).map((spec) => ({
-          topic: spec.name,
-          numPartitions: spec.partitions,
-          replicationFactor: spec.replicationFactor,
-          configEntries: Object.entries(spec.configs).map(([name, value]) => ({ name, value })),
-        })),
-      });
+      const topics = platformTopicSpecs(this.topicSettings(), this.topicPrefix).map((spec) => ({
+        topic: spec.name,
+        numPartitions: spec.partitions,
+        replicationFactor: spec.replicationFactor,
+        configEntries: Object.entries(spec.configs).map(([name, value]) => ({ name, value })),
+      }));
+      // A broker that has just started may not have every new partition's leader at once; creating
+      // again is harmless (existing topics are left as they are).
+      await waitFor('the test topics and their leaders', async () => {
+        await kafkaAdmin.createTopics({ waitForLeaders: true, topics });
+        return true;
+      }, 60_000, 500);
       await kafkaAdmin.disconnect();
     }
 
