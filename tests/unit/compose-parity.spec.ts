@@ -525,12 +525,17 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
         }
       });
 
-      it('starts after the init jobs and a healthy Postgres', () => {
+      it('starts after the init jobs, the migration step and a healthy Postgres', () => {
         expect(dependsOn(service(app))).toMatchObject({
           'kafka-init': 'service_completed_successfully',
           'temporal-init': 'service_completed_successfully',
+          migrate: 'service_completed_successfully',
           postgres: 'service_healthy',
         });
+        const migrate = service('migrate');
+        expect(argv(migrate.command)).toEqual(['tools/migrate.js']);
+        expect(envOf(migrate).DATABASE_URL).toBe(envOf(service(app)).DATABASE_URL);
+        expect(envOf(migrate).DATABASE_PASSWORD_FILE).toBe(envOf(service(app)).DATABASE_PASSWORD_FILE);
       });
     });
   });
