@@ -1,9 +1,8 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createWriteStream } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { REPO_ROOT } from '../support/stack-env';
-import { Platform, uniqueId } from '../support/platform';
+import { freePort, Platform, uniqueId } from '../support/platform';
 import { waitFor } from '../support/wait';
 
 /**
@@ -11,17 +10,6 @@ import { waitFor } from '../support/wait';
  * orchestrator decides commands only, and two more processes run the workflow worker and the CPU tools.
  * A run started over Kafka needs all three, so reaching `done` proves each did its part.
  */
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
-
 interface RoleProcess {
   roles: string;
   port: number;

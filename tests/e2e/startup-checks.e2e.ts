@@ -1,12 +1,12 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client as PgClient } from 'pg';
 import { SEARCH_ATTRIBUTES } from '@agentrun/contracts';
 import { freshDatabase } from '../support/database';
+import { freePort } from '../support/platform';
 import { REPO_ROOT, stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
 import { temporalCli } from '../support/workflow-env';
@@ -18,17 +18,6 @@ const run = promisify(execFile);
  * non-zero with one message saying what to run, instead of failing later on the first query or
  * workflow task. The snapshotter stands in for every service: it has both a database and workers.
  */
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
-}
 
 interface Started {
   child: ChildProcess;

@@ -1,12 +1,12 @@
 jest.setTimeout(180_000);
 import { execFile, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ConfigResourceTypes, Kafka, logLevel } from 'kafkajs';
 import { Client as PgClient } from 'pg';
 import { TOPICS } from '@agentrun/contracts';
+import { freePort } from '../support/platform';
 import { REPO_ROOT, stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
 
@@ -21,17 +21,6 @@ async function topics(command: 'apply' | 'check', env: Record<string, string>): 
     const e = err as { code?: number; stdout?: string; stderr?: string };
     return { code: e.code ?? -1, out: (e.stdout ?? '') + (e.stderr ?? '') };
   }
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
-  });
 }
 
 describe('topics declared once: npm run topics -- apply | check, and the startup check', () => {

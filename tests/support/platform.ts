@@ -34,7 +34,8 @@ async function migrateDatabase(settings: Record<string, string>): Promise<void> 
   }
 }
 
-async function freePort(): Promise<number> {
+/** A port nothing listens on right now (the kernel picks it). */
+export async function freePort(): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
