@@ -1,6 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { Client } from 'pg';
 import { stackUrls } from './stack-env';
+import { waitFor } from './wait';
 
 /** A new, empty database on the shared Postgres, for one test file. */
 export async function freshDatabase(): Promise<{ name: string; url: string; drop(): Promise<void> }> {
@@ -16,8 +17,16 @@ export async function freshDatabase(): Promise<{ name: string; url: string; drop
     async drop() {
       const again = new Client({ connectionString: urls.databaseUrl() });
       await again.connect();
-      await again.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-      await again.end();
+      try {
+        // FORCE may meet a backend it is not allowed to end (an autovacuum worker on the tables the
+        // test just filled, seen once); that worker is gone a moment later, so the drop is tried again.
+        await waitFor(`database ${name} to be dropped`, async () => {
+          await again.query(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
+          return true;
+        }, 30_000, 250);
+      } finally {
+        await again.end();
+      }
     },
   };
 }
