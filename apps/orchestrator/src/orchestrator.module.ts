@@ -1,9 +1,10 @@
 import { Module, type DynamicModule, type Provider, type Type } from '@nestjs/common';
 import { commandServiceProvider } from '@agentrun/commands';
+import { TOPICS } from '@agentrun/contracts';
 import { KafkaBusTransport } from '@agentrun/kafka';
-import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
+import { Database, HealthController, Kafka, KAFKA_TOPICS_USED, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { COMMAND_GROUP, CommandConsumer } from './command-consumer';
-import type { OrchestratorConfig } from './config';
+import type { OrchestratorConfig, OrchestratorRole } from './config';
 import { TemporalWorkers } from './temporal-workers';
 
 /**
@@ -14,6 +15,17 @@ import { TemporalWorkers } from './temporal-workers';
  * - workflows: the workflow worker and the event publisher beside it (Kafka);
  * - cpu-tools: the CPU tool lane (Postgres for the effect ledger and leases).
  */
+/** The topics each role reads or writes: commands, their outcomes and the DLQ; the run events it publishes. */
+const ROLE_TOPICS: Record<OrchestratorRole, string[]> = {
+  commands: [TOPICS.commands, TOPICS.commandResults, TOPICS.commandsDlq],
+  workflows: [TOPICS.runEvents],
+  'cpu-tools': [],
+};
+
+function topicsOf(roles: ReadonlySet<OrchestratorRole>): string[] {
+  return [...roles].flatMap((role) => ROLE_TOPICS[role]);
+}
+
 @Module({})
 export class OrchestratorModule {
   static forRoot(config: OrchestratorConfig): DynamicModule {
@@ -34,6 +46,8 @@ export class OrchestratorModule {
     const providers: Provider[] = [
       { provide: PLATFORM_CONFIG, useValue: config },
       { provide: SERVICE_NAME, useValue: 'orchestrator' },
+      // Only the topics of the roles it runs, so a principal per role needs rights to its own topics only.
+      { provide: KAFKA_TOPICS_USED, useValue: topicsOf(roles) },
       ...(needs.database ? [Database] : []),
       ...(needs.kafka ? [Kafka] : []),
       ...(workers ? [TemporalWorkers] : []),

@@ -1,4 +1,4 @@
-import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
+import { Inject, Injectable, Optional, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
 import { Client, type Connection } from '@temporalio/client';
 import { kafkaTimings, type DatabaseConfig, type KafkaConfig, type ProfileConfig, type TemporalConfig } from '@agentrun/config';
 import { checkServiceTopics, KafkaBus, kafkaClientSecurity, platformTopicSpecs, topicsUsedBy } from '@agentrun/kafka';
@@ -10,6 +10,8 @@ import { checkNamespaceOnce, connectTemporalClient, temporalConnectionOptions } 
 /** The app's whole configuration; each provider below declares the groups of it that it reads. */
 export const PLATFORM_CONFIG = Symbol('PLATFORM_CONFIG');
 export const SERVICE_NAME = Symbol('SERVICE_NAME');
+/** Optional: the topics a process checks at start, instead of its whole service's (see `topicsUsedBy`). */
+export const KAFKA_TOPICS_USED = Symbol('KAFKA_TOPICS_USED');
 
 /**
  * Postgres for one service, ready before the app starts. With DATABASE_MIGRATE=auto it migrates under
@@ -68,6 +70,8 @@ export class Kafka implements OnModuleInit, OnApplicationShutdown, ReadinessChec
   constructor(
     @Inject(PLATFORM_CONFIG) private readonly config: KafkaConfig & Pick<ProfileConfig, 'AGENTRUN_PROFILE'>,
     @Inject(SERVICE_NAME) private readonly service: string,
+    /** The topics this process uses, when it runs only part of its service (an orchestrator role). */
+    @Optional() @Inject(KAFKA_TOPICS_USED) private readonly topicsUsed?: readonly string[],
   ) {
     this.topicPrefix = config.AGENTRUN_TOPIC_PREFIX;
     this.bus = new KafkaBus({
@@ -80,7 +84,7 @@ export class Kafka implements OnModuleInit, OnApplicationShutdown, ReadinessChec
   }
 
   async onModuleInit(): Promise<void> {
-    const used = new Set<string>(topicsUsedBy(this.service).map((name) => this.topic(name)));
+    const used = new Set<string>((this.topicsUsed ?? topicsUsedBy(this.service)).map((name) => this.topic(name)));
     const specs = platformTopicSpecs(this.config, this.topicPrefix).filter((spec) => used.has(spec.name));
     const warnings = await checkServiceTopics(this.bus, specs, {
       brokers: this.config.KAFKA_BROKERS,

@@ -30,6 +30,14 @@ describe('the Kafka provider', () => {
     expect(asked).toEqual([[`t1.${TOPICS.runEvents}`, `t1.${TOPICS.runEventsDlq}`, `t1.${TOPICS.runState}`]]);
   });
 
+  it('a process that runs part of its service checks only the topics it was given', async () => {
+    const kafka = new Kafka(configOf({ KAFKA_TOPIC_PARTITIONS: '3', KAFKA_REPLICATION_FACTOR: '1', KAFKA_MIN_INSYNC_REPLICAS: '1' }), 'orchestrator', [TOPICS.runEvents]);
+    const present: DescribedTopic[] = [{ name: TOPICS.runEvents, partitions: 3, replicationFactor: 1, configs: null, overrides: {} }];
+    const describeTopics = jest.spyOn(kafka.bus, 'describeTopics').mockResolvedValue(present);
+    await kafka.onModuleInit();
+    expect(describeTopics).toHaveBeenCalledWith([TOPICS.runEvents]);
+  });
+
   it('with KAFKA_TOPICS_CHECK=false only makes sure it can connect', async () => {
     const kafka = new Kafka(configOf({ KAFKA_TOPICS_CHECK: 'false' }), 'orchestrator');
     const describeTopics = jest.spyOn(kafka.bus, 'describeTopics').mockResolvedValue([]);
