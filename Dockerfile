@@ -9,6 +9,10 @@
 # -> prod-deps (npm ci --omit=dev) -> runtime (prod node_modules + compiled output, non-root).
 
 ARG NODE_IMAGE=node:20-bookworm-slim
+# Behind a TLS-inspecting proxy the registry's certificate is signed by a CA the base image does not
+# know: give the host's bundle as a build secret, which npm then trusts (it never lands in a layer):
+#   docker build --secret id=extra-ca,src=/etc/ssl/certs/ca-certificates.crt .
+# Without the secret the mount is empty and npm uses its own roots.
 
 FROM ${NODE_IMAGE} AS base
 WORKDIR /app
@@ -31,7 +35,7 @@ RUN mkdir -p /manifests \
 # --- all dependencies (TypeScript, @types/*, the workflow bundler's needs) ---
 FROM base AS deps
 COPY --from=manifests /manifests/ ./
-RUN npm ci
+RUN --mount=type=secret,id=extra-ca NODE_EXTRA_CA_CERTS=/run/secrets/extra-ca npm ci
 
 # --- compile libs and apps in place (libs/*/dist, apps/*/dist), then bundle the workflows and the dashboard ---
 FROM deps AS build
@@ -47,7 +51,7 @@ RUN npx tsc -b tsconfig.build.json \
 FROM base AS prod-deps
 ENV NODE_ENV=production
 COPY --from=manifests /manifests/ ./
-RUN npm ci --omit=dev \
+RUN --mount=type=secret,id=extra-ca NODE_EXTRA_CA_CERTS=/run/secrets/extra-ca npm ci --omit=dev \
  && npm cache clean --force
 
 # --- runtime ---
