@@ -6,15 +6,13 @@ import { REPO_ROOT } from './stack-env';
 
 /**
  * What the stack's secure profile wrote under .stack/secure/ (deploy/local/secure.sh): the settings
- * every platform service reads (platform.env), each service's Kafka identity (env/<service>.env), the
- * operator's (admin.env) and the `outside` client's librdkafka properties (client.properties).
+ * every platform service reads (platform.env), each service's Kafka identity (env/<service>.env) and
+ * the `outside` client's librdkafka properties (client.properties).
  */
 export interface SecureStack {
-  dir: string;
   /** platform.env: Kafka over SASL_SSL, Temporal over mTLS, Postgres with verify-full. */
   platform: Record<string, string>;
   service(app: string): Record<string, string>;
-  admin: Record<string, string>;
   /** client.properties, keyed as librdkafka names them. */
   outside: Record<string, string>;
 }
@@ -27,12 +25,12 @@ export function runningStackProfile(): string {
   return existsSync(file) ? readFileSync(file, 'utf8').trim() || 'none' : 'none';
 }
 
-function readEnvFile(file: string, separator = '='): Record<string, string> {
+function readEnvFile(file: string): Record<string, string> {
   const out: Record<string, string> = {};
   for (const line of readFileSync(file, 'utf8').split('\n')) {
     const trimmed = line.trim();
     if (!trimmed || trimmed.startsWith('#')) continue;
-    const at = trimmed.indexOf(separator);
+    const at = trimmed.indexOf('=');
     if (at > 0) out[trimmed.slice(0, at).trim()] = trimmed.slice(at + 1).trim();
   }
   return out;
@@ -43,25 +41,12 @@ export function secureStack(): SecureStack {
     throw new Error(`${SECURE_DIR}/platform.env is missing: start the stack with AGENTRUN_STACK_PROFILE=secure bash deploy/local/stack.sh up`);
   }
   return {
-    dir: SECURE_DIR,
     platform: readEnvFile(join(SECURE_DIR, 'platform.env')),
     service: (app) => {
       const file = join(SECURE_DIR, 'env', `${app}.env`);
       return existsSync(file) ? readEnvFile(file) : {};
     },
-    admin: readEnvFile(join(SECURE_DIR, 'admin.env')),
     outside: readEnvFile(join(SECURE_DIR, 'client.properties')),
-  };
-}
-
-/** A kafkajs configuration from the platform's settings form (KAFKA_* as in admin.env). */
-export function kafkaClientOf(settings: Record<string, string>, clientId: string): KafkaConfig {
-  const password = settings.KAFKA_SASL_PASSWORD ?? readFileSync(settings.KAFKA_SASL_PASSWORD_FILE, 'utf8').trim();
-  return {
-    clientId,
-    brokers: settings.KAFKA_BROKERS.split(','),
-    ssl: { ca: [readFileSync(settings.KAFKA_SSL_CA_FILE, 'utf8')], rejectUnauthorized: true },
-    sasl: { mechanism: 'scram-sha-512', username: settings.KAFKA_SASL_USERNAME, password },
   };
 }
 

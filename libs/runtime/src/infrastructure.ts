@@ -112,9 +112,6 @@ export class Kafka implements OnModuleInit, OnApplicationShutdown, ReadinessChec
   }
 }
 
-/** The Temporal settings a client or a worker connects with. */
-export type TemporalServer = TemporalConfig;
-
 /** A Temporal client for services that start, signal and query workflows. */
 @Injectable()
 export class Temporal implements OnModuleInit, OnApplicationShutdown, ReadinessCheck {
@@ -122,7 +119,7 @@ export class Temporal implements OnModuleInit, OnApplicationShutdown, ReadinessC
   private connection?: Connection;
   private clientValue?: Client;
 
-  constructor(@Inject(PLATFORM_CONFIG) private readonly config: TemporalServer) {}
+  constructor(@Inject(PLATFORM_CONFIG) private readonly config: TemporalConfig) {}
 
   /** Connects and checks the namespace before the app starts; either failing stops the start with one message. */
   async onModuleInit(): Promise<void> {

@@ -1,6 +1,7 @@
 import { Inject, type OnApplicationBootstrap, type OnModuleDestroy } from '@nestjs/common';
 import type { ReadinessCheck } from './health';
-import { PLATFORM_CONFIG, type TemporalServer } from './infrastructure';
+import type { TemporalConfig } from '@agentrun/config';
+import { PLATFORM_CONFIG } from './infrastructure';
 import { WorkerPool, type LaneWorkerOptions } from './worker-pool';
 
 /**
@@ -11,7 +12,7 @@ export abstract class LaneWorkers implements OnApplicationBootstrap, OnModuleDes
   readonly name = 'temporal-workers';
   private pool?: WorkerPool;
 
-  constructor(@Inject(PLATFORM_CONFIG) protected readonly platform: TemporalServer) {}
+  constructor(@Inject(PLATFORM_CONFIG) protected readonly platform: TemporalConfig) {}
 
   protected abstract lanes(): LaneWorkerOptions[];
 
