@@ -70,5 +70,13 @@ module.exports = {
       setupFilesAfterEnv: ['<rootDir>/tests/support/e2e-setup.ts'],
       slowTestThreshold: 120,
     },
+    {
+      ...shared,
+      // Against docker-compose.yml brought up by tests/compose/run.sh (npm run test:compose).
+      displayName: 'compose',
+      testMatch: ['<rootDir>/tests/compose/**/*.compose.ts'],
+      setupFilesAfterEnv: ['<rootDir>/tests/support/e2e-setup.ts'],
+      slowTestThreshold: 120,
+    },
   ],
 };

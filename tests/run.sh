@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test, tier by tier, against one shared stack (started here if it is not up).
 #
-#   bash tests/run.sh           lint, manifests, unit (with the in-process workflow tests), e2e, browser, faults (one scenario per kind), secure
-#   bash tests/run.sh unit|lint|manifests|e2e|browser|faults|secure
+#   bash tests/run.sh           lint, manifests, unit (with the in-process workflow tests), e2e, browser, faults (one scenario per kind), secure, compose
+#   bash tests/run.sh unit|lint|manifests|e2e|browser|faults|secure|compose
 #
 # Each tier's time is printed, and the last line totals the tests: "tests: N passed, N failed".
 set -uo pipefail
@@ -119,6 +119,16 @@ secure_tier() {
   return $rc
 }
 case "$only" in all | secure) tier secure secure_tier ;; esac
+
+# Last: docker-compose.yml brought up for real under its own project name and host ports (Podman here,
+# Docker where a daemon answers), the jest project `compose` against it, then everything removed.
+compose_tier() {
+  bash tests/compose/run.sh
+  local rc=$?
+  count "$results_dir/compose.json"
+  return $rc
+}
+case "$only" in all | compose) tier compose compose_tier ;; esac
 
 if [ "$started_stack" = 1 ] && [ "${AGENTRUN_KEEP_STACK:-0}" != 1 ]; then
   bash deploy/local/stack.sh down >/dev/null 2>&1 || true

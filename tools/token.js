@@ -2,7 +2,8 @@
 //   npm run token -- create --org ORG [--label L]
 //   npm run token -- list [--org ORG]
 //   npm run token -- revoke ID
-// Reads DATABASE_URL (the same default as the services) and runs pending migrations first.
+// Reads the services' database settings (DATABASE_URL, DATABASE_PASSWORD[_FILE], DATABASE_SSLMODE,
+// DATABASE_SSL_*_FILE), so it works inside a service's container as it is, and runs pending migrations first.
 // Needs the built libs (`npm run build`).
 const path = require('node:path');
 
@@ -10,9 +11,9 @@ const USAGE = `usage:
   node tools/token.js create --org ORG [--label LABEL]   create a token for ORG (shown once)
   node tools/token.js list [--org ORG]                    list tokens (never their values)
   node tools/token.js revoke ID                           revoke a token by its id (tok_...)
-DATABASE_URL selects the database (default postgres://agentrun:agentrun@127.0.0.1:5432/agentrun).`;
+DATABASE_URL (default postgres://agentrun:agentrun@127.0.0.1:5432/agentrun), DATABASE_PASSWORD[_FILE] and
+DATABASE_SSLMODE select the database, as for the services.`;
 
-const DEFAULT_DATABASE_URL = 'postgres://agentrun:agentrun@127.0.0.1:5432/agentrun';
 // The same as ORG_PATTERN in libs/contracts (an org the gateway would refuse would make a useless token).
 const ORG_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 
@@ -75,15 +76,25 @@ async function main() {
     return 2;
   }
   let persistence;
+  let configLib;
   try {
+    configLib = require(path.resolve(__dirname, '../libs/config/dist'));
     persistence = require(path.resolve(__dirname, '../libs/persistence/dist'));
   } catch (err) {
-    process.stderr.write(`token: cannot load libs/persistence/dist (run npm run build first): ${err.message}\n`);
+    process.stderr.write(`token: cannot load the built libs (run npm run build first): ${err.message}\n`);
     return 1;
   }
-  const { createDataSource, migrate, TokenStore } = persistence;
+  const { createDataSource, databaseOptionsFrom, migrate, TokenStore } = persistence;
+  let config;
+  try {
+    config = configLib.loadConfig(configLib.databaseSpec);
+  } catch (err) {
+    if (!(err instanceof configLib.ConfigError)) throw err;
+    process.stderr.write(`token: ${err.message}\n`);
+    return 1;
+  }
   // migrate() holds one connection for its advisory lock while the migrations run on another.
-  const dataSource = createDataSource({ url: process.env.DATABASE_URL || DEFAULT_DATABASE_URL, poolSize: 2, applicationName: 'agentrun-token-cli' });
+  const dataSource = createDataSource({ ...databaseOptionsFrom(config, 'agentrun-token-cli'), poolSize: 2 });
   await dataSource.initialize();
   try {
     await migrate(dataSource);

@@ -8,6 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import type { Kafka } from 'kafkajs';
 import { Platform, uniqueId } from '../support/platform';
 import { SseClient } from '../support/sse';
 import { waitFor } from '../support/wait';
@@ -17,10 +18,10 @@ export function percentile(values: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
-async function kafkaRoundTrip(platform: Platform, samples: number): Promise<number[]> {
-  const topic = platform.topic('agentrun.run-events.v1');
-  const consumer = platform.kafka.consumer({ groupId: `${platform.id}-baseline` });
-  const producer = platform.kafka.producer();
+/** A bare produce -> consume round trip on `topic` (the baseline beside the spine figures). */
+export async function kafkaRoundTrip(kafka: Kafka, topic: string, groupId: string, samples: number): Promise<number[]> {
+  const consumer = kafka.consumer({ groupId });
+  const producer = kafka.producer();
   const arrived = new Map<string, number>();
   await Promise.all([consumer.connect(), producer.connect()]);
   await consumer.subscribe({ topic, fromBeginning: false });
@@ -43,16 +44,25 @@ async function kafkaRoundTrip(platform: Platform, samples: number): Promise<numb
   return out;
 }
 
-/** `runs` agents of two steps, one at a time: publish -> first SSE frame, and publish -> the stream's end. */
-export async function measureSpine(platform: Platform, runs: number): Promise<{ toFirst: number[]; toDone: number[] }> {
+/**
+ * `runs` agents of two steps, one at a time: publish -> first SSE frame, and publish -> the stream's end.
+ * The target is a test Platform or the compose stack (tests/support/compose.ts): anything that publishes
+ * commands and serves the gateway; `org` and `headers` say whose runs they are and how to read them.
+ */
+export async function measureSpine(
+  target: Pick<Platform, 'gatewayUrl' | 'publishCommand'>,
+  runs: number,
+  org = 'bench',
+  headers: Record<string, string> = { 'X-Org': org },
+): Promise<{ toFirst: number[]; toDone: number[] }> {
   const toFirst: number[] = [];
   const toDone: number[] = [];
   for (let i = 0; i < runs; i++) {
     const runId = uniqueId('bench');
     const t0 = performance.now();
-    await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org: 'bench', run_id: runId, payload: { goal: 'measure me', max_steps: 2 } });
+    await target.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org, run_id: runId, payload: { goal: 'measure me', max_steps: 2 } });
     const sse = await waitFor('the stream to open', async () => {
-      const client = new SseClient(`${platform.gatewayUrl}/runs/${runId}/events`, { 'X-Org': 'bench' });
+      const client = new SseClient(`${target.gatewayUrl}/runs/${runId}/events`, headers);
       await waitFor('headers', () => client.status !== 0 || client.ended, 5_000, 1);
       if (client.status === 200) return client;
       client.close();
@@ -75,7 +85,7 @@ async function main(): Promise<void> {
   await platform.start();
   try {
     const { toFirst, toDone } = await measureSpine(platform, runs);
-    const baseline = await kafkaRoundTrip(platform, runs);
+    const baseline = await kafkaRoundTrip(platform.kafka, platform.topic('agentrun.run-events.v1'), `${platform.id}-baseline`, runs);
     console.log(`\n${runs} runs, one at a time (agent.start with max_steps=2: 4 events)`);
     console.log(row('publish -> first SSE event', toFirst));
     console.log(row('publish -> SSE end (terminal done)', toDone));

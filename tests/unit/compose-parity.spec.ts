@@ -342,7 +342,7 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
   describe('postgres', () => {
     it('has the user and database of stack.env, and its password from the secret make-secrets.sh writes', () => {
       const s = service('postgres');
-      expect(s.image).toMatch(/^postgres:16(\.|-|$)/);
+      expect(s.image).toMatch(/^postgres:15(\.|-|$)/);
       expect(envOf(s)).toMatchObject({
         POSTGRES_USER: stack.POSTGRES_USER,
         POSTGRES_PASSWORD_FILE: '/run/secrets/database_password',
