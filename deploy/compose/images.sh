@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# shellcheck disable=SC2317 # the build_* functions are called by name (timed NAME IMAGE build_NAME)
 # Container images for the compose stack, made from package registries only (for a machine with
 # Podman and no container registry):
 #
