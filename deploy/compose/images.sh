@@ -96,6 +96,15 @@ build_base() {
   rm -rf "$rootfs"
   mkdir -p "$rootfs"
   run "$1" "$2" debootstrap --variant=minbase bookworm "$rootfs"
+  # Slimmer, like Debian's -slim images: no downloaded .debs or package lists (each Containerfile
+  # runs apt-get update), and no docs or translations, now or from later installs.
+  rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/*
+  mkdir -p "$rootfs/var/lib/apt/lists/partial"
+  printf '%s\n' 'path-exclude /usr/share/doc/*' 'path-include /usr/share/doc/*/copyright' \
+    'path-exclude /usr/share/locale/*' 'path-include /usr/share/locale/locale.alias' \
+    >"$rootfs/etc/dpkg/dpkg.cfg.d/agentrun-slim"
+  find "$rootfs/usr/share/doc" -mindepth 1 ! -type d ! -name copyright -delete
+  find "$rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
   run "$1" "$2" bash -c "tar -C '$rootfs' -c . | podman import - '$2'"
   rm -rf "$rootfs"
 }
