@@ -93,6 +93,14 @@ say "engine $ENGINE ($("$ENGINE" --version 2>/dev/null | head -n1)), project $PR
 AGENTRUN_COMPOSE_CMD="$(printf '%q ' "${COMPOSE[@]}")"
 export AGENTRUN_COMPOSE_ENGINE="$ENGINE" AGENTRUN_COMPOSE_CMD
 compose() { "${COMPOSE[@]}" "$@"; }
+# What `up` says goes to a log (Podman without systemd complains on every start that it cannot
+# schedule healthchecks: true, and harmless, since readiness here is polled); shown when a stage fails.
+UP_LOG="$REPO_ROOT/.stack/compose/up.log"
+mkdir -p "$(dirname "$UP_LOG")"
+: >"$UP_LOG"
+up() { # SERVICE...
+  "${COMPOSE[@]}" up -d --no-deps "$@" >>"$UP_LOG" 2>&1 || { tail -n 30 "$UP_LOG" >&2; return 1; }
+}
 
 # ------------------------------------------------------------------------------------------------
 # Containers of this project, by the labels both engines put on them
@@ -114,10 +122,12 @@ show_logs() { # SERVICE...
 cleanup() {
   local ids
   if [ "${AGENTRUN_COMPOSE_KEEP:-0}" = 1 ]; then say "AGENTRUN_COMPOSE_KEEP=1: leaving $PROJECT up"; return 0; fi
-  compose down -v -t 30 >/dev/null 2>&1
-  # Whatever down did not remove (a container from an aborted start, a volume still named after us).
+  # Stopped by compose (stop_grace_period honoured), then removed with their anonymous volumes, which
+  # podman-compose's down leaves (an image's VOLUME used without a mount).
+  compose stop -t 30 >/dev/null 2>&1
   ids="$("$ENGINE" ps -a -q --filter "label=com.docker.compose.project=$PROJECT")"
   [ -z "$ids" ] || "$ENGINE" rm -f -v $ids >/dev/null 2>&1
+  compose down -v -t 30 >/dev/null 2>&1
   ids="$("$ENGINE" volume ls -q --filter "label=com.docker.compose.project=$PROJECT")"
   [ -z "$ids" ] || "$ENGINE" volume rm -f $ids >/dev/null 2>&1
   ids="$("$ENGINE" network ls -q --filter "label=com.docker.compose.project=$PROJECT")"
@@ -230,20 +240,20 @@ if [ "$ENGINE" = docker ]; then STORES=(minio); INITS+=(minio-init); fi
 t_up=$(date +%s)
 
 # Servers: temporal needs its volume chowned first.
-compose up -d --no-deps kafka postgres temporal-data-init "${STORES[@]+"${STORES[@]}"}" >/dev/null || fail "compose up (servers) failed" kafka postgres
+up kafka postgres temporal-data-init "${STORES[@]+"${STORES[@]}"}" || fail "compose up (servers) failed" kafka postgres
 wait_exited temporal-data-init
-compose up -d --no-deps temporal >/dev/null || fail "compose up temporal failed" temporal
+up temporal || fail "compose up temporal failed" temporal
 server_ports=("kafka:$(port 9092)" "postgres:$(port 5432)" "temporal:$(port 7233)")
 [ "$ENGINE" = docker ] && server_ports+=("minio:$(port 9000)")
 wait_ports "${server_ports[@]}"
 say "servers listening: $(( $(date +%s) - t_up ))s"
 
 # One-shot setup: topics, namespace and search attributes, the schema (and the bucket).
-compose up -d --no-deps "${INITS[@]}" >/dev/null || fail "compose up (setup) failed" "${INITS[@]}"
+up "${INITS[@]}" || fail "compose up (setup) failed" "${INITS[@]}"
 wait_exited "${INITS[@]}"
 
 # The apps.
-compose up -d --no-deps model-server "${APPS[@]}" >/dev/null || fail "compose up (apps) failed" "${APPS[@]}"
+up model-server "${APPS[@]}" || fail "compose up (apps) failed" "${APPS[@]}"
 wait_http "model-server:http://127.0.0.1:$(port 8090)/healthz" \
   "gateway:http://127.0.0.1:$(port 8080)/readyz" "orchestrator:http://127.0.0.1:$(port 8081)/readyz" \
   "gpu-worker:http://127.0.0.1:$(port 8082)/readyz" "projector:http://127.0.0.1:$(port 8083)/readyz" \

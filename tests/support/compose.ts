@@ -46,6 +46,7 @@ export class ComposeStack {
     return { Authorization: `Bearer ${this.token}` };
   }
 
+  // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read arbitrary JSON bodies field by field
   async http(method: string, path: string, options: { body?: unknown; headers?: Record<string, string>; token?: string | null } = {}): Promise<{ status: number; body: any; headers: Headers }> {
     const headers: Record<string, string> = { ...(options.token === null ? {} : { Authorization: `Bearer ${options.token ?? this.token}` }), ...(options.headers ?? {}) };
     let body: string | undefined;

@@ -540,3 +540,72 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
     });
   });
 });
+
+// deploy/compose/local-images.yml: the same stack on images built here (deploy/compose/images.sh),
+// for machines with Podman and no container registry (npm run test:compose).
+describe('deploy/compose/local-images.yml builds the same servers as the native stack and the public images', () => {
+  const compose = readCompose();
+  const text = readFileSync(join(REPO_ROOT, 'deploy/compose/local-images.yml'), 'utf8');
+  const override = parse(text.replace(/!override\s+/g, ''), { merge: true }) as Compose;
+  const stackSh = readFileSync(join(REPO_ROOT, 'deploy/local/stack.sh'), 'utf8');
+  const imagesSh = readFileSync(join(REPO_ROOT, 'deploy/compose/images.sh'), 'utf8');
+  const stackDefault = (name: string): string => {
+    const m = new RegExp(`^${name}="\\$\\{${name}:-([^}]+)\\}"`, 'm').exec(stackSh);
+    if (!m) throw new Error(`deploy/local/stack.sh has no default for ${name}`);
+    return m[1];
+  };
+  const tagOf = (image: string | undefined): string => (image ?? '').split(':').pop() ?? '';
+
+  it.each([
+    ['kafka', 'localhost/agentrun-kafka', 'KAFKA_VERSION'],
+    ['kafka-init', 'localhost/agentrun-kafka', 'KAFKA_VERSION'],
+    ['temporal-data-init', 'localhost/agentrun-temporal', 'TEMPORAL_CLI_VERSION'],
+    ['temporal', 'localhost/agentrun-temporal', 'TEMPORAL_CLI_VERSION'],
+    ['temporal-init', 'localhost/agentrun-temporal', 'TEMPORAL_CLI_VERSION'],
+  ])('%s runs %s at the native version, the tag of its public image', (name, repo, versionVar) => {
+    const image = override.services[name]?.image;
+    expect(image).toBe(`${repo}:${stackDefault(versionVar)}`);
+    expect(tagOf(compose.services[name].image)).toBe(stackDefault(versionVar));
+    expect(imagesSh).toContain(`=${image}\n`);
+  });
+
+  it('postgres runs Debian bookworm\'s PostgreSQL 15, as the native stack installs, and the public image is 15 too', () => {
+    expect(override.services.postgres.image).toBe('localhost/agentrun-postgres:15');
+    expect(compose.services.postgres.image).toBe('postgres:15-bookworm');
+    expect(readFileSync(join(REPO_ROOT, 'deploy/compose/images/postgres/Containerfile'), 'utf8')).toMatch(/postgresql-15\b/);
+  });
+
+  it('every app, migrate and the model server run the app image images.sh builds, never pulled', () => {
+    for (const name of [...Object.keys(APPS), 'migrate', 'model-server']) {
+      expect({ name, image: override.services[name]?.image, pull: override.services[name] && (override.services[name] as { pull_policy?: string }).pull_policy }).toEqual({
+        name,
+        image: 'localhost/agentrun:local',
+        pull: 'never',
+      });
+    }
+    expect(imagesSh).toContain('APP=localhost/agentrun:local\n');
+  });
+
+  it('leaves MinIO out and keeps snapshot archives in the directory store on the shared volume', () => {
+    expect((override.services.minio as { profiles?: string[] }).profiles).toEqual(['minio']);
+    expect((override.services['minio-init'] as { profiles?: string[] }).profiles).toEqual(['minio']);
+    for (const app of Object.keys(APPS)) {
+      expect(envOf(override.services[app]).OBJECT_STORE_S3_BUCKET).toBe('');
+      expect(Object.keys(dependsOn(override.services[app])).sort()).toEqual(['kafka', 'kafka-init', 'migrate', 'postgres', 'temporal', 'temporal-init']);
+      expect(envOf(compose.services[app]).OBJECT_STORE_DIR).toMatch(/^\/var\/lib\/agentrun\//);
+    }
+  });
+
+  it('names only services docker-compose.yml has', () => {
+    for (const name of Object.keys(override.services)) expect(Object.keys(compose.services)).toContain(name);
+  });
+
+  it('publishes every host port behind AGENTRUN_HOST_PORT_PREFIX, the Kafka address advertised to the host too', () => {
+    const raw = readFileSync(join(REPO_ROOT, 'docker-compose.yml'), 'utf8');
+    // The short-syntax entries of `ports:` lists (a healthcheck's in-container address is not one).
+    const published = (raw.match(/^\s*- "127\.0\.0\.1:[^"]*"/gm) ?? []).map((line) => line.replace(/^\s*- /, ''));
+    expect(published.length).toBeGreaterThan(10);
+    for (const p of published) expect(p).toMatch(/^"127\.0\.0\.1:\$\{AGENTRUN_HOST_PORT_PREFIX:-\}\d+:\d+"$/);
+    expect(raw).toContain('PLAINTEXT://127.0.0.1:${AGENTRUN_HOST_PORT_PREFIX:-}9092');
+  });
+});
