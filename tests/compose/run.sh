@@ -152,37 +152,25 @@ fail() { # MESSAGE [SERVICE...]: print the services' last log lines, then leave 
 # ------------------------------------------------------------------------------------------------
 deadline() { echo $(( $(date +%s) + READY_TIMEOUT_S )); }
 
-wait_ports() { # SERVICE:PORT...: a TCP connect to 127.0.0.1:PORT succeeds
-  local until pending s
-  until="$(deadline)"
-  pending=("$@")
-  while [ ${#pending[@]} -gt 0 ]; do
-    local left=()
-    for s in "${pending[@]}"; do
-      if ! timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/${s#*:}" 2>/dev/null; then left+=("$s"); fi
-    done
-    pending=("${left[@]+"${left[@]}"}")
-    [ ${#pending[@]} -eq 0 ] && break
-    [ "$(date +%s)" -lt "$until" ] || fail "not listening after ${READY_TIMEOUT_S}s: ${pending[*]}" "${pending[@]%%:*}"
-    sleep 1
-  done
-}
+port_open() { timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$1" 2>/dev/null; } # PORT
+http_ok() { curl -fsS -o /dev/null --max-time 3 "$1" 2>/dev/null; }                # URL
 
-wait_http() { # SERVICE:URL...: the URL answers 2xx
-  local until pending s
+wait_until() { # PROBE WHAT SERVICE:TARGET...: PROBE TARGET succeeds for every one, within the bound
+  local probe="$1" what="$2" until pending s
+  shift 2
   until="$(deadline)"
   pending=("$@")
   while [ ${#pending[@]} -gt 0 ]; do
     local left=()
-    for s in "${pending[@]}"; do
-      curl -fsS -o /dev/null --max-time 3 "${s#*:}" 2>/dev/null || left+=("$s")
-    done
+    for s in "${pending[@]}"; do "$probe" "${s#*:}" || left+=("$s"); done
     pending=("${left[@]+"${left[@]}"}")
     [ ${#pending[@]} -eq 0 ] && break
-    [ "$(date +%s)" -lt "$until" ] || fail "not ready after ${READY_TIMEOUT_S}s: ${pending[*]%%:*}" "${pending[@]%%:*}"
+    [ "$(date +%s)" -lt "$until" ] || fail "$what after ${READY_TIMEOUT_S}s: ${pending[*]%%:*}" "${pending[@]%%:*}"
     sleep 1
   done
 }
+wait_ports() { wait_until port_open "not listening" "$@"; } # SERVICE:PORT...
+wait_http() { wait_until http_ok "not ready" "$@"; }        # SERVICE:URL... (2xx)
 
 wait_exited() { # SERVICE...: the one-shot services ran to exit code 0
   local until s id state

@@ -3,7 +3,7 @@ import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
 import { TOPICS } from '@agentrun/contracts';
-import type { TopicRecord } from './platform';
+import { followInto, type TopicRecord } from './platform';
 import { SseClient } from './sse';
 import { REPO_ROOT } from './stack-env';
 import { waitFor } from './wait';
@@ -75,24 +75,10 @@ export class ComposeStack {
 
   /** Follows a topic from the beginning; the returned array fills as records arrive. */
   async follow<T>(topic: string): Promise<TopicRecord<T>[]> {
-    const records: TopicRecord<T>[] = [];
     const consumer = this.kafka.consumer({ groupId: `compose-e2e-follow-${randomBytes(4).toString('hex')}` });
     this.consumers.push(consumer);
     await consumer.connect();
-    await consumer.subscribe({ topic, fromBeginning: true });
-    await consumer.run({
-      eachMessage: async ({ partition, message }) => {
-        const text = message.value?.toString('utf8') ?? '';
-        let value: unknown = text;
-        try {
-          value = JSON.parse(text);
-        } catch {
-          // not JSON: keep the text
-        }
-        records.push({ partition, offset: message.offset, key: message.key?.toString('utf8') ?? null, value: value as T });
-      },
-    });
-    return records;
+    return followInto<T>(consumer, topic);
   }
 
   /** A run as GET /runs/{id} gives it (undefined while the projector has not seen it). */

@@ -53,6 +53,25 @@ export interface TopicRecord<T = unknown> {
   value: T;
 }
 
+/** Runs a connected consumer over `topic` from the beginning; the returned array fills as records arrive (JSON parsed when it is JSON). */
+export async function followInto<T>(consumer: Consumer, topic: string): Promise<TopicRecord<T>[]> {
+  const records: TopicRecord<T>[] = [];
+  await consumer.subscribe({ topic, fromBeginning: true });
+  await consumer.run({
+    eachMessage: async ({ partition, message }) => {
+      const text = message.value?.toString('utf8') ?? '';
+      let value: unknown = text;
+      try {
+        value = JSON.parse(text);
+      } catch {
+        // not JSON: keep the text
+      }
+      records.push({ partition, offset: message.offset, key: message.key?.toString('utf8') ?? null, value: value as T });
+    },
+  });
+  return records;
+}
+
 export interface PlatformOptions {
   /**
    * On the stack's secure profile: the services take their settings from .stack/secure (SASL_SSL Kafka
@@ -289,25 +308,11 @@ export class Platform {
 
   /** Follows a topic from the beginning; the returned array fills as records arrive. */
   async follow<T = Record<string, unknown>>(topicName: string): Promise<TopicRecord<T>[]> {
-    const records: TopicRecord<T>[] = [];
     // `outside` may join only groups named outside-*.
     const consumer = this.kafka.consumer({ groupId: `${this.secure ? 'outside-' : ''}${this.id}-follow-${randomBytes(3).toString('hex')}` });
     this.consumers.push(consumer);
     await consumer.connect();
-    await consumer.subscribe({ topic: this.topic(topicName), fromBeginning: true });
-    await consumer.run({
-      eachMessage: async ({ partition, message }) => {
-        const text = message.value?.toString('utf8') ?? '';
-        let value: unknown = text;
-        try {
-          value = JSON.parse(text);
-        } catch {
-          // not JSON: keep the text
-        }
-        records.push({ partition, offset: message.offset, key: message.key?.toString('utf8') ?? null, value: value as T });
-      },
-    });
-    return records;
+    return followInto<T>(consumer, this.topic(topicName));
   }
 
   // eslint-disable-next-line @typescript-eslint/no-explicit-any -- tests read arbitrary JSON bodies field by field
