@@ -2,7 +2,7 @@ import { Inject, Injectable, Optional } from '@nestjs/common';
 import { createAgentActivities, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { FaultPoints } from '@agentrun/config';
-import { lanesFor } from '@agentrun/contracts';
+import { hostLanesFor, lanesFor } from '@agentrun/contracts';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { OrchestratorConfig } from './config';
@@ -24,7 +24,7 @@ export class TemporalWorkers extends LaneWorkers {
 
   protected lanes(): LaneWorkerOptions[] {
     const roles = this.config.ORCHESTRATOR_ROLES;
-    return [...(roles.has('workflows') ? [this.workflowLane()] : []), ...(roles.has('cpu-tools') ? [this.cpuToolLane()] : [])];
+    return [...(roles.has('workflows') ? [this.workflowLane()] : []), ...(roles.has('cpu-tools') ? this.cpuToolLanes() : [])];
   }
 
   private workflowLane(): LaneWorkerOptions {
@@ -39,28 +39,37 @@ export class TemporalWorkers extends LaneWorkers {
     };
   }
 
-  private cpuToolLane(): LaneWorkerOptions {
+  /**
+   * The shared `cpu-tools` lane (model calls, compensations, and where a run's workspace is prepared or
+   * restored), and on a workspace host (AGENTRUN_WORKSPACE_HOST) also the host's own `cpu-tools@<host>`,
+   * where the runs whose workspace is here send their CPU tools. One set of activities serves both.
+   */
+  private cpuToolLanes(): LaneWorkerOptions[] {
     const db = required(this.db, 'Database', 'cpu-tools');
     const store = createObjectStore(objectStoreConfigOf(this.config));
-    return {
-      taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).cpuTools,
-      activities: createAgentActivities({
-        workspaceRoot: this.config.WORKSPACE_ROOT,
-        effects: new EffectLedger(db.dataSource),
-        tools: CPU_TOOLS,
-        chat: createChatClient({
-          baseUrl: this.config.MODEL_BASE_URL,
-          apiKey: this.config.MODEL_API_KEY,
-          model: this.config.MODEL_NAME,
-          timeoutMs: this.config.MODEL_TIMEOUT_MS,
-        }),
-        compensations: new GpuLeases(db.dataSource),
-        // Forks restore their snapshot here, where workspaces are prepared.
-        snapshots: { store, maxBytes: this.config.SNAPSHOT_RESTORE_MAX_BYTES },
-        pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
-        payloads: { store, inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
+    const prefix = this.config.AGENTRUN_TASK_QUEUE_PREFIX;
+    const host = this.config.AGENTRUN_WORKSPACE_HOST;
+    const activities = createAgentActivities({
+      workspaceRoot: this.config.WORKSPACE_ROOT,
+      effects: new EffectLedger(db.dataSource),
+      tools: CPU_TOOLS,
+      chat: createChatClient({
+        baseUrl: this.config.MODEL_BASE_URL,
+        apiKey: this.config.MODEL_API_KEY,
+        model: this.config.MODEL_NAME,
+        timeoutMs: this.config.MODEL_TIMEOUT_MS,
       }),
-    };
+      compensations: new GpuLeases(db.dataSource),
+      // Forks restore their snapshot here, where workspaces are prepared.
+      snapshots: { store, maxBytes: this.config.SNAPSHOT_RESTORE_MAX_BYTES },
+      pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
+      payloads: { store, inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
+      ...(host ? { placement: { host, lanes: hostLanesFor(prefix, host) } } : {}),
+    });
+    return [
+      { taskQueue: lanesFor(prefix).cpuTools, activities },
+      ...(host ? [{ taskQueue: hostLanesFor(prefix, host).cpuTools, activities }] : []),
+    ];
   }
 }
 

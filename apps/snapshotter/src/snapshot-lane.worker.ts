@@ -1,11 +1,11 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createSnapshotActivities } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
-import { lanesFor } from '@agentrun/contracts';
+import { workspaceQueueFor } from '@agentrun/contracts';
 import { Database, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { SnapshotterConfig } from './config';
 
-/** Serves the `snapshots` lane: captures (archive, trajectory, state) into the object store. */
+/** Serves the `snapshots` lane (on a workspace host, its own `snapshots@<host>`): captures (archive, trajectory, state) into the object store. */
 @Injectable()
 export class SnapshotLaneWorker extends LaneWorkers {
   constructor(
@@ -18,7 +18,7 @@ export class SnapshotLaneWorker extends LaneWorkers {
   protected lanes(): LaneWorkerOptions[] {
     return [
       {
-        taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).snapshots,
+        taskQueue: workspaceQueueFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX, this.config.AGENTRUN_WORKSPACE_HOST, 'snapshots'),
         maxConcurrentActivityTaskExecutions: this.config.SNAPSHOT_SLOTS,
         activities: createSnapshotActivities({
           workspaceRoot: this.config.WORKSPACE_ROOT,

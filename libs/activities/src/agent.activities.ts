@@ -2,7 +2,7 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { hostname } from 'node:os';
 import type { EffectLedger, GpuLeases } from '@agentrun/persistence';
-import type { AgentActivities, ModelCall, ModelReply, ToolCall, ToolResult } from '@agentrun/workflows';
+import type { AgentActivities, ModelCall, ModelReply, ToolCall, ToolResult, WorkspacePlacement } from '@agentrun/workflows';
 import { ChatError, type ChatClient, type ChatMessage } from './llm';
 import type { ObjectStore } from '@agentrun/archive';
 import { stepOfKey } from './effect-keys';
@@ -29,6 +29,11 @@ export interface AgentActivityDeps {
   snapshots?: Omit<RestoreDeps, 'workspaceRoot'>;
   /** Outputs larger than `inlineMaxBytes` go to this store; history keeps a reference. */
   payloads: { store: ObjectStore; inlineMaxBytes: number };
+  /**
+   * Set on a workspace host (AGENTRUN_WORKSPACE_HOST): the host and its own queues, given to every run
+   * whose workspace this process prepares or restores, so its later workspace work comes back here.
+   */
+  placement?: WorkspacePlacement;
 }
 
 /** Who holds a lease: this process on this host. */
@@ -85,10 +90,30 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
     async prepareWorkspace({ org, run_id, goal }) {
       const workspace = new Workspace(deps.workspaceRoot, org, run_id);
       await workspace.write('goal.md', `# Goal\n\n${goal}\n`);
+      return deps.placement;
     },
 
     async runTool(call: ToolCall): Promise<ToolResult> {
       const tool = byName.get(call.tool) ?? notServed(`tool '${call.tool}'`);
+      if (call.replay) {
+        // A moved workspace catching up: the tool's files made again on this host; its recorded result
+        // stands, and nothing is recorded, billed or leased.
+        // The call a lost host may or may not have finished: when nothing is recorded it is made as usual.
+        const recorded = (await deps.effects.find<ToolResult>(call.key)) ?? (call.reuse_key ? await deps.effects.find<ToolResult>(call.reuse_key) : undefined);
+        if (recorded) {
+          try {
+            await tool.run(call.args, {
+              workspace: new Workspace(deps.workspaceRoot, call.org, call.run_id),
+              step: stepOfKey(call.key) ?? 0,
+              heartbeat: (progress) => Context.current().heartbeat(progress),
+            });
+          } catch (err) {
+            if (err instanceof BadArguments) throw ApplicationFailure.nonRetryable(err.message, 'BadArguments');
+            throw err;
+          }
+          return { ...recorded.result, duplicate: true };
+        }
+      }
       return once(call.key, `tool:${call.tool}`, call.reuse_key, async (attempt) => {
         const info = Context.current().info;
         await deps.gpuLeases?.acquire(call.key, call.org, call.run_id, WORKER);
@@ -153,7 +178,8 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
     },
 
     async restoreSnapshot(input) {
-      return (restore ?? notServed('snapshot restore'))(input);
+      const restored = await (restore ?? notServed('snapshot restore'))(input);
+      return deps.placement ? { ...restored, placement: deps.placement } : restored;
     },
 
     async compensate({ name }) {

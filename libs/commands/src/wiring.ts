@@ -38,7 +38,7 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
 }
 
 /** The run defaults from a service's configuration. */
-export function agentDefaultsOf(config: Pick<RunDefaultsConfig, 'AGENTRUN_STEPS_PER_EXECUTION' | 'AGENTRUN_HISTORY_MAX_EVENTS' | 'AGENTRUN_HISTORY_MAX_BYTES' | 'AGENTRUN_RESEARCH_EVERY' | 'AGENTRUN_TOOL_START_TO_CLOSE_S' | 'AGENTRUN_TOOL_HEARTBEAT_S' | 'AGENTRUN_GPU_SCHEDULE_TO_START_S'>): AgentDefaults {
+export function agentDefaultsOf(config: Pick<RunDefaultsConfig, 'AGENTRUN_STEPS_PER_EXECUTION' | 'AGENTRUN_HISTORY_MAX_EVENTS' | 'AGENTRUN_HISTORY_MAX_BYTES' | 'AGENTRUN_RESEARCH_EVERY' | 'AGENTRUN_TOOL_START_TO_CLOSE_S' | 'AGENTRUN_TOOL_HEARTBEAT_S' | 'AGENTRUN_GPU_SCHEDULE_TO_START_S' | 'AGENTRUN_HOST_SCHEDULE_TO_START_S' | 'AGENTRUN_RECOVERY_EVERY_STEPS'>): AgentDefaults {
   return {
     steps_per_execution: config.AGENTRUN_STEPS_PER_EXECUTION,
     history_budget: { events: config.AGENTRUN_HISTORY_MAX_EVENTS, bytes: config.AGENTRUN_HISTORY_MAX_BYTES },
@@ -47,7 +47,9 @@ export function agentDefaultsOf(config: Pick<RunDefaultsConfig, 'AGENTRUN_STEPS_
       tool_start_to_close_s: config.AGENTRUN_TOOL_START_TO_CLOSE_S,
       tool_heartbeat_s: config.AGENTRUN_TOOL_HEARTBEAT_S,
       gpu_schedule_to_start_s: config.AGENTRUN_GPU_SCHEDULE_TO_START_S,
+      host_schedule_to_start_s: config.AGENTRUN_HOST_SCHEDULE_TO_START_S,
     },
+    recovery_every_steps: config.AGENTRUN_RECOVERY_EVERY_STEPS,
   };
 }
 

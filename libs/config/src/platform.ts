@@ -226,9 +226,30 @@ export const databaseSpec = {
   DATABASE_MIGRATE: migrateMode(),
 };
 
+/** A workspace host's name: it becomes part of task queue names (`cpu-tools@<host>`), as in the contracts. */
+function workspaceHost(): Setting<string | undefined> {
+  return {
+    read(env, key) {
+      const value = optionalStr().read(env, key);
+      if (value !== undefined && !/^[a-z0-9][a-z0-9-]{0,31}$/.test(value)) {
+        throw new Error(`${key} must be 1-32 lowercase letters, digits and dashes (starting with a letter or digit), got '${value}'`);
+      }
+      return value;
+    },
+  };
+}
+
 /** Where run workspaces live on the machines that run tools and captures. */
 export const workspaceSpec = {
   WORKSPACE_ROOT: str('.stack/data/workspaces'),
+  /**
+   * This process's workspace host. Set, workspaces are host-pinned: the process also serves the host's
+   * own queues (`cpu-tools@<host>`, `gpu-tools@<host>`, `snapshots@<host>`), a run that prepares its
+   * workspace here keeps every later workspace activity on them, and WORKSPACE_ROOT is this host's
+   * alone. Unset, WORKSPACE_ROOT is one volume shared by every process (a single-machine install).
+   * The three processes of one host (orchestrator cpu-tools, gpu-worker, snapshotter) set the same name.
+   */
+  AGENTRUN_WORKSPACE_HOST: workspaceHost(),
 };
 
 export const objectStoreSpec = {
@@ -271,6 +292,10 @@ export const runDefaultsSpec = {
   AGENTRUN_TOOL_START_TO_CLOSE_S: int(60, 1, 86_400),
   AGENTRUN_TOOL_HEARTBEAT_S: int(10, 1, 3_600),
   AGENTRUN_GPU_SCHEDULE_TO_START_S: int(120, 1, 86_400),
+  /** How long work on a run's workspace host may wait for it before the host counts as lost and the workspace moves. */
+  AGENTRUN_HOST_SCHEDULE_TO_START_S: int(30, 1, 86_400),
+  /** A run with no snapshot series, on a workspace host, still captures a recovery point every this many steps. */
+  AGENTRUN_RECOVERY_EVERY_STEPS: int(10, 1, 100_000),
   /** Eval cases in flight at once per run, and how soon a cancel or a dead worker is noticed. */
   EVAL_PARALLELISM: int(4, 1, 64),
   EVAL_CASE_HEARTBEAT_S: int(5, 1, 600),

@@ -17,6 +17,7 @@ export const RUN_EVENT_TYPES = [
   'snapshot_captured',
   'case_finished',
   'run_finished',
+  'workspace_moved',
 ] as const;
 export type RunEventType = (typeof RUN_EVENT_TYPES)[number];
 
@@ -43,6 +44,8 @@ export const AGENT_STATE_SCHEMA = Type.Object(
     /** The current execution's history length, and the length at which it continues as new. */
     history_length: Type.Optional(Type.Integer({ minimum: 0 })),
     history_max_events: Type.Optional(Type.Integer({ minimum: 1 })),
+    /** The workspace host holding the run's workspace (host-pinned workspaces); absent on a shared volume. */
+    workspace_host: Type.Optional(Type.String()),
   },
   { $id: 'https://agentrun.dev/schemas/agent-state.v1.json', title: 'AgentRunState' },
 );
@@ -181,6 +184,15 @@ export const RUN_EVENT_FIELDS = {
     /** The `llm` policy's final answer, when it gave one. */
     answer: Type.Optional(Type.String({ maxLength: 4_000 })),
   }),
+  workspace_moved: Type.Object({
+    /** The host that stopped answering, and the host that holds the workspace now. */
+    from: Type.String(),
+    to: Type.String(),
+    /** The snapshot the workspace was restored from; absent when there was none (a fresh workspace). */
+    snapshot_id: Type.Optional(Type.String()),
+    /** Tool steps after that point redone on the new host from their recorded effects (none billed again). */
+    steps_replayed: Type.Integer({ minimum: 0 }),
+  }),
 } satisfies Record<RunEventType, TObject>;
 
 /** The fields an event type adds to its payload; whoever emits it attaches the run's state. */
@@ -199,6 +211,7 @@ export const RUN_EVENT_KINDS = {
   snapshot_captured: ['agent'],
   case_finished: ['eval'],
   run_finished: ['agent', 'eval'],
+  workspace_moved: ['agent'],
 } as const satisfies Record<RunEventType, readonly RunKind[]>;
 
 /** One line per event type, for the documents generated from this catalogue. */
@@ -214,6 +227,7 @@ export const RUN_EVENT_DESCRIPTIONS: Record<RunEventType, string> = {
   snapshot_captured: 'One snapshot manifest row landed (or was skipped), in capture order.',
   case_finished: 'One eval case finished: ok, failed or ungraded.',
   run_finished: 'The run reached its last status for now (done, failed, cancelled, or an eval awaiting review or published).',
+  workspace_moved: "The run's workspace host stopped answering: the workspace was restored on another host and the run went on there.",
 };
 
 type StateOf<K extends RunKind> = K extends 'agent' ? AgentRunState : EvalRunState;

@@ -3,7 +3,7 @@ import type { AgentLoopState } from './agent-run.state';
 import type { RunLifecycle } from './agent-run.lifecycle';
 import { cancelRunSignal, changeGoalUpdate, injectContextSignal, pauseSignal, resumeSignal, statusQuery } from './definitions';
 import type { Outbox } from './outbox';
-import type { SnapshotSeries } from './snapshot-series';
+import type { SeriesSlot } from './workspace-hosts';
 
 /** Goals are bounded in code points, as the schema at the boundary counts them (an emoji is one, not two UTF-16 units). */
 const MAX_GOAL_CHARS = 500;
@@ -23,7 +23,7 @@ export function validateGoalChange(run: Pick<AgentLoopState, 'settling' | 'statu
  * The run's Signals, Update and Query. Each control is applied once per command id and ignored once
  * the run is settling; the handlers change state and publish, the loop acts on it at its next turn.
  */
-export function registerAgentRunHandlers(run: AgentLoopState, lifecycle: RunLifecycle, outbox: Outbox, series: SnapshotSeries | undefined): void {
+export function registerAgentRunHandlers(run: AgentLoopState, lifecycle: RunLifecycle, outbox: Outbox, slot: SeriesSlot): void {
   setHandler(pauseSignal, ({ command_id }) => {
     if (!run.firstTime(command_id) || run.paused || run.settling() || run.status !== 'running') return;
     lifecycle.pause(command_id);
@@ -55,6 +55,6 @@ export function registerAgentRunHandlers(run: AgentLoopState, lifecycle: RunLife
   );
   setHandler(statusQuery, () => {
     const info = workflowInfo();
-    return run.statusView(info, outbox.seq(), series?.rows());
+    return run.statusView(info, outbox.seq(), slot.series?.rows());
   });
 }

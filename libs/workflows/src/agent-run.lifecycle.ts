@@ -1,18 +1,19 @@
 import { ActivityFailure, allHandlersFinished, ApplicationFailure, CancellationScope, condition, isCancellation, upsertSearchAttributes } from '@temporalio/workflow';
 import type { AgentStatus } from '@agentrun/contracts';
-import type { AgentCarry, AgentRunInput, RestoreResult } from './agent-run.types';
+import type { AgentCarry, AgentRunInput, RestoreResult, WorkspacePlacement } from './agent-run.types';
 import type { AgentLoopState } from './agent-run.state';
 import type { AgentRunActivities } from './agent-run.steps';
 import { cancelPending } from './conversation';
 import type { EmitFields, Outbox, StatusEventType } from './outbox';
 import { AGENT_STATUS_KEY, CURRENT_STEP_KEY } from './search-attributes';
-import type { SnapshotSeries } from './snapshot-series';
+import type { SeriesSlot } from './workspace-hosts';
 
 /** Why a run failed, as its `reason` names it, by the failure type that ended it. */
 function reasonFor(type: string | null | undefined): string {
   if (type === 'LaneStalled') return 'lane_stalled';
   if (type === 'FinalSnapshotMissing') return 'final_snapshot_missing';
   if (type === 'SnapshotUnusable') return 'snapshot_unusable';
+  if (type === 'WorkspaceHostLost') return 'workspace_host_lost';
   return 'activity_failed';
 }
 
@@ -25,7 +26,7 @@ export class RunLifecycle {
     private readonly input: AgentRunInput,
     private readonly run: AgentLoopState,
     private readonly outbox: Outbox,
-    private readonly series: SnapshotSeries | undefined,
+    private readonly slot: SeriesSlot,
     private readonly activities: Pick<AgentRunActivities, 'cpu' | 'restorer' | 'saga'>,
   ) {}
 
@@ -39,7 +40,7 @@ export class RunLifecycle {
   }
 
   /** Announced first, so watchers see the run the moment it exists; the workspace comes next. */
-  started(): Promise<void> {
+  started(): Promise<WorkspacePlacement | void> {
     this.setStatus('running', 'run_started');
     return this.activities.cpu.prepareWorkspace({ org: this.input.org, run_id: this.input.run_id, goal: this.run.goal });
   }
@@ -78,14 +79,14 @@ export class RunLifecycle {
     this.run.cancelRequested = true;
     this.run.paused = false;
     // A capture in flight is given up, not waited out (it could take up to its timeout).
-    this.series?.interrupt();
+    this.slot.series?.interrupt();
     this.setStatus('cancelling', 'status_changed', { command_id: commandId });
   }
 
   /** Ends a cooperatively cancelled run: its final row, what it holds given back, then the status. */
   async cancel(): Promise<void> {
     this.run.conversation = cancelPending(this.run.conversation);
-    await this.series?.finish({ cancelled: true });
+    await this.slot.series?.finish({ cancelled: true });
     await this.compensate();
     this.setStatus('cancelled', 'run_finished');
   }
@@ -102,14 +103,14 @@ export class RunLifecycle {
    * cancel was accepted meanwhile: the loop takes it instead of handing it over.
    */
   async readyToHandOver(): Promise<boolean> {
-    await this.series?.handOver();
+    await this.slot.series?.handOver();
     await condition(allHandlersFinished);
     await this.outbox.flushed();
     return !this.run.cancelRequested;
   }
 
   carry(): AgentCarry {
-    return this.run.carry(this.outbox.seq(), this.series?.carry());
+    return this.run.carry(this.outbox.seq(), this.slot.series?.carry());
   }
 
   /** The run ended normally: handlers finish and the outbox empties before the result goes back. */
@@ -125,7 +126,7 @@ export class RunLifecycle {
   async settle(err: unknown): Promise<never> {
     if (isCancellation(err)) {
       this.run.conversation = cancelPending(this.run.conversation);
-      await CancellationScope.nonCancellable(async () => this.series?.finish({ cancelled: true }));
+      await CancellationScope.nonCancellable(async () => this.slot.series?.finish({ cancelled: true }));
       await this.compensate();
       await CancellationScope.nonCancellable(async () => {
         this.setStatus('cancelled', 'run_finished');
@@ -137,7 +138,7 @@ export class RunLifecycle {
     const type = cause instanceof ApplicationFailure ? cause.type : undefined;
     const failure = { reason: reasonFor(type), message: cause instanceof Error ? cause.message : String(cause) };
     this.run.failure = failure;
-    this.series?.abandon();
+    this.slot.series?.abandon();
     this.setStatus('failed', 'run_finished');
     await this.outbox.drain();
     throw ApplicationFailure.nonRetryable(failure.message, failure.reason);

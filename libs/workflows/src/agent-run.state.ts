@@ -1,5 +1,5 @@
 import { isTerminal, type AgentRunState, type AgentStatus, type SnapshotRow } from '@agentrun/contracts';
-import type { AgentCarry, AgentRunInput, AgentRunResult, AgentRunStatusView, ForkState, RestoreResult, SnapshotSeriesCarry, ToolTimeouts } from './agent-run.types';
+import type { AgentCarry, AgentRunInput, AgentRunResult, AgentRunStatusView, ForkState, RestoreResult, SnapshotSeriesCarry, ToolStepRecord, ToolTimeouts, WorkspacePlacement } from './agent-run.types';
 import { plan, planLlm, type Step } from './agent-run.plan';
 import { startConversation, trimConversation, type Conversation } from './conversation';
 
@@ -47,6 +47,10 @@ export class AgentLoopState {
   readonly firstSeq: number;
   readonly budget: { events: number; bytes: number };
   readonly timeouts: ToolTimeouts;
+  /** Host-pinned workspaces: the host holding this run's workspace (absent on a shared volume). */
+  placement: WorkspacePlacement | undefined;
+  /** Host-pinned workspaces: the tool steps since the latest recovery point, redone if the workspace moves. */
+  toolLog: ToolStepRecord[];
   private readonly researchEvery: number;
 
   constructor(
@@ -76,6 +80,8 @@ export class AgentLoopState {
     this.researchEvery = input.research_every ?? DEFAULT_RESEARCH_EVERY;
     this.budget = input.history_budget ?? DEFAULT_HISTORY_BUDGET;
     this.timeouts = input.timeouts ?? DEFAULT_TIMEOUTS;
+    this.placement = carry.placement;
+    this.toolLog = [...(carry.tool_log ?? [])];
   }
 
   /** A command id seen before is a no-op: Signals may be delivered again after a retry. */
@@ -158,6 +164,7 @@ export class AgentLoopState {
       // How close this execution is to handing over (continue-as-new), for watchers.
       history_length: historyLength,
       history_max_events: this.budget.events,
+      ...(this.placement ? { workspace_host: this.placement.host } : {}),
     };
   }
 
@@ -217,6 +224,7 @@ export class AgentLoopState {
       ...(this.input.policy === 'llm' ? { conversation: trimConversation(this.conversation) } : {}),
       ...(snapshots ? { snapshots } : {}),
       ...(this.reusable.size ? { reusable_keys: [...this.reusable] } : {}),
+      ...(this.placement ? { placement: this.placement, tool_log: this.toolLog } : {}),
     };
   }
 

@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, executeChild, proxyActivities, TimeoutFailure, upsertSearchAttributes } from '@temporalio/workflow';
 import { TOOL_NAMES } from '@agentrun/contracts';
-import type { AgentActivities, AgentRunInput, ModelCall, ToolCall, ToolResult, ToolTimeouts } from './agent-run.types';
+import type { AgentActivities, AgentRunInput, ModelCall, ToolCall, ToolResult, ToolTimeouts, WorkspacePlacement } from './agent-run.types';
 import type { Step } from './agent-run.plan';
 import type { AgentLoopState, StepOutcome } from './agent-run.state';
 import { applyReply, applyToolResult } from './conversation';
@@ -21,17 +21,37 @@ export interface AgentRunActivities {
   model: AgentActivities;
   restorer: AgentActivities;
   saga: AgentActivities;
+  /** The shared CPU lane, where any workspace host may take a run's workspace (prepare it anew). */
+  claim: AgentActivities;
 }
 
-export function agentRunActivities(input: AgentRunInput, timeouts: ToolTimeouts): AgentRunActivities {
+/** How long work waits on a workspace host's own queue before the host counts as lost. */
+export const DEFAULT_HOST_SCHEDULE_TO_START_S = 30;
+
+/**
+ * The stubs of one run. With a placement (host-pinned workspaces) the workspace lanes are the host's
+ * own queues, bounded by schedule-to-start so a lost host is noticed; model calls, compensations,
+ * restores and claims stay on the shared lanes, which any live host serves.
+ */
+export function agentRunActivities(input: AgentRunInput, timeouts: ToolTimeouts, placement?: WorkspacePlacement): AgentRunActivities {
+  const hostWait = placement ? { scheduleToStartTimeout: `${timeouts.host_schedule_to_start_s ?? DEFAULT_HOST_SCHEDULE_TO_START_S}s` } : {};
   const cpu = proxyActivities<AgentActivities>({
-    taskQueue: input.lanes.cpuTools,
+    taskQueue: placement?.lanes.cpuTools ?? input.lanes.cpuTools,
+    ...hostWait,
     startToCloseTimeout: `${timeouts.tool_start_to_close_s}s`,
     heartbeatTimeout: `${timeouts.tool_heartbeat_s}s`,
     retry: TOOL_RETRY,
   });
+  const claim = placement
+    ? proxyActivities<AgentActivities>({
+        taskQueue: input.lanes.cpuTools,
+        startToCloseTimeout: `${timeouts.tool_start_to_close_s}s`,
+        heartbeatTimeout: `${timeouts.tool_heartbeat_s}s`,
+        retry: TOOL_RETRY,
+      })
+    : cpu;
   const gpu = proxyActivities<AgentActivities>({
-    taskQueue: input.lanes.gpuTools,
+    taskQueue: placement?.lanes.gpuTools ?? input.lanes.gpuTools,
     // A lane nobody serves fails the run clearly instead of waiting forever.
     scheduleToStartTimeout: `${timeouts.gpu_schedule_to_start_s}s`,
     startToCloseTimeout: `${timeouts.tool_start_to_close_s}s`,
@@ -53,7 +73,22 @@ export function agentRunActivities(input: AgentRunInput, timeouts: ToolTimeouts)
     retry: { ...TOOL_RETRY, nonRetryableErrorTypes: ['BadArguments', 'SnapshotUnusable'] },
   });
   const saga = proxyActivities<AgentActivities>({ taskQueue: input.lanes.cpuTools, startToCloseTimeout: '30s', retry: FOREVER });
-  return { cpu, gpu, model, restorer, saga };
+  return { cpu, gpu, model, restorer, saga, claim };
+}
+
+/** A workspace activity that no worker of the run's host took in time: the host is lost. */
+export function hostLost(err: unknown): boolean {
+  return err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_START';
+}
+
+/** Where a run's workspace is, and how it moves: implemented by `WorkspaceHosts`. */
+export interface WorkspaceMover {
+  /** Set when workspaces are host-pinned. */
+  pinned(): boolean;
+  /** The run's host is lost: the workspace is restored on another host, its recent tool steps redone there. */
+  move(): Promise<void>;
+  /** A tool step the run took (kept until the next recovery point). */
+  took(step: number, call: ToolCall, lane: 'cpu' | 'gpu'): void;
 }
 
 /**
@@ -70,6 +105,7 @@ export class StepExecutor {
     private readonly run: AgentLoopState,
     private readonly activities: AgentRunActivities,
     private readonly outbox: Outbox,
+    private readonly hosts?: WorkspaceMover,
   ) {}
 
   /** A tool `plan()` chose. */
@@ -77,7 +113,7 @@ export class StepExecutor {
     const { call, hold } = this.toolCall(next);
     let result: ToolResult;
     try {
-      result = await this.lane(next).runTool(call);
+      result = await this.onHost(next, call);
     } catch (err) {
       throw this.stalled(next, err);
     }
@@ -98,7 +134,7 @@ export class StepExecutor {
     const { call, hold } = this.toolCall(next);
     let result: ToolResult;
     try {
-      result = await this.lane(next).runTool(call);
+      result = await this.onHost(next, call);
     } catch (err) {
       const failure = this.stalled(next, err);
       if (!(failure instanceof ActivityFailure && failure.cause instanceof ApplicationFailure && failure.cause.type === 'BadArguments')) throw failure;
@@ -167,6 +203,28 @@ export class StepExecutor {
     return next.lane === 'gpu' ? this.activities.gpu : this.activities.cpu;
   }
 
+  /**
+   * The tool call on the run's lane. With host-pinned workspaces, a lost host moves the workspace and
+   * the call is made again on the new host, as a replay: answered from the ledger (and its files made
+   * again) if the lost host had recorded it, made for the first time otherwise.
+   */
+  private async onHost(next: ToolStep, call: ToolCall): Promise<ToolResult> {
+    const { hosts } = this;
+    if (!hosts?.pinned()) return this.lane(next).runTool(call);
+    let attempt = call;
+    for (;;) {
+      try {
+        const result = await this.lane(next).runTool(attempt);
+        hosts.took(this.run.step, call, next.lane === 'gpu' ? 'gpu' : 'cpu');
+        return result;
+      } catch (err) {
+        if (!hostLost(err)) throw err;
+        await hosts.move();
+        attempt = { ...call, replay: true };
+      }
+    }
+  }
+
   /** The call and, on the GPU lane, the saga step that must be undone if the run is cancelled holding it. */
   private toolCall(next: ToolStep): { call: ToolCall; hold: string | undefined } {
     const { run, input } = this;
@@ -190,7 +248,7 @@ export class StepExecutor {
 
   /** A task queue no worker took the call from in time is a lane stalled: the run fails, naming the lane. */
   private stalled(next: ToolStep, err: unknown): unknown {
-    if (err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_START') {
+    if (hostLost(err)) {
       return ApplicationFailure.nonRetryable(
         `lane stalled: no worker took '${next.tool}' from task queue '${next.lane === 'gpu' ? this.input.lanes.gpuTools : this.input.lanes.cpuTools}' in time`,
         'LaneStalled',

@@ -1,4 +1,4 @@
-import type { AgentPolicy, AgentRunState, AgentStatus, RunEventEnvelope, SnapshotRow, Tier } from '@agentrun/contracts';
+import type { AgentPolicy, AgentRunState, AgentStatus, HostLanes, RunEventEnvelope, SnapshotRow, Tier } from '@agentrun/contracts';
 import type { Conversation } from './conversation';
 
 /** Task queues are passed in, not read from configuration: workflow code has no environment. */
@@ -17,6 +17,24 @@ export interface SnapshotSeriesConfig {
   at_end: boolean;
   timeout_seconds: number;
   max_snapshots: number;
+  /** A capture after every this many steps (the recovery points of a run on a workspace host). */
+  every_steps?: number;
+}
+
+/**
+ * Where a run's workspace lives when workspaces are host-pinned: the host that prepared (or restored)
+ * it, and that host's own queues, which every later workspace activity of the run goes to.
+ */
+export interface WorkspacePlacement {
+  host: string;
+  lanes: HostLanes;
+}
+
+/** A tool step the run took since its latest recovery point: redone on a new host if the workspace moves. */
+export interface ToolStepRecord {
+  step: number;
+  call: ToolCall;
+  lane: 'cpu' | 'gpu';
 }
 
 /** What the series carries across continue-as-new: its budget, ordinals and the ticker's due time. */
@@ -29,6 +47,8 @@ export interface SnapshotSeriesCarry {
   limit_recorded: boolean;
   started_at_ms: number;
   next_tick_at_ms?: number;
+  /** The newest row whose archive landed (what a moved workspace is restored from). */
+  latest?: { snapshot_id: string; step: number };
 }
 
 /** The agent's state a fork starts from: what `plan()` needs, plus the conversation. */
@@ -94,6 +114,8 @@ export interface RestoreResult {
   reusable_keys: string[];
   files: number;
   bytes: number;
+  /** Set by a workspace host: the workspace is now there. */
+  placement?: WorkspacePlacement;
 }
 
 /** Tool activity bounds, in seconds. */
@@ -103,6 +125,8 @@ export interface ToolTimeouts {
   tool_heartbeat_s: number;
   /** How long GPU work may wait for a worker before the run fails with `lane_stalled`. */
   gpu_schedule_to_start_s: number;
+  /** How long work on the run's workspace host may wait before the host counts as lost (default 30). */
+  host_schedule_to_start_s?: number;
 }
 
 /** What continue-as-new carries: the state `plan()` needs, never the history. */
@@ -123,6 +147,9 @@ export interface AgentCarry {
   snapshots?: SnapshotSeriesCarry;
   /** A fork's reusable parent keys that later steps may still meet. */
   reusable_keys?: string[];
+  /** The workspace host, when workspaces are host-pinned, and the tool steps since the latest recovery point. */
+  placement?: WorkspacePlacement;
+  tool_log?: ToolStepRecord[];
 }
 
 export interface AgentRunInput {
@@ -142,8 +169,10 @@ export interface AgentRunInput {
   /** A `ResearchAgent` child every this many four-step cycles (default 4). */
   research_every?: number;
   timeouts?: ToolTimeouts;
-  /** The capture series; absent means no snapshots. */
+  /** The capture series; absent means no snapshots (on a workspace host: recovery points only). */
   snapshots?: SnapshotSeriesConfig;
+  /** On a workspace host, a run without a series captures a recovery point every this many steps (default 10). */
+  recovery_every_steps?: number;
   /** Set when this run is a fork of another run's snapshot. */
   fork?: ForkInput;
   carry?: AgentCarry;
@@ -182,6 +211,11 @@ export interface ToolCall {
   args: Record<string, string | number>;
   /** A fork's parent key for the same call, recorded before the fork point: its result is reused. */
   reuse_key?: string;
+  /**
+   * Redo a step already recorded, on the host a workspace moved to: the tool runs again for its files,
+   * the recorded result is returned, nothing is recorded or billed.
+   */
+  replay?: boolean;
 }
 
 export interface ToolResult {
@@ -231,12 +265,16 @@ export interface ModelReply {
 
 /** The activities `AgentRun` calls; the activities lib implements them. */
 export interface AgentActivities {
-  prepareWorkspace(input: { org: string; run_id: string; goal: string }): Promise<void>;
+  /** Makes the run's workspace; a workspace host answers with its placement (nothing on a shared volume). */
+  prepareWorkspace(input: { org: string; run_id: string; goal: string }): Promise<WorkspacePlacement | void>;
   runTool(call: ToolCall): Promise<ToolResult>;
   callModel(call: ModelCall): Promise<ModelReply>;
   /** Undoes one saga step; idempotent, so undoing twice is undoing once. */
   compensate(input: { org: string; run_id: string; name: string }): Promise<string>;
-  /** A fork's first step: the snapshot's workspace restored into this run's, and the state it starts from. */
+  /**
+   * A fork's first step: the snapshot's workspace restored into this run's, and the state it starts
+   * from. Also how a workspace moves: the run's own snapshot restored on another host.
+   */
   restoreSnapshot(input: { org: string; run_id: string; from_run_id: string; snapshot_id: string }): Promise<RestoreResult>;
 }
 

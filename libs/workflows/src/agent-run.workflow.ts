@@ -5,7 +5,9 @@ import { RunLifecycle } from './agent-run.lifecycle';
 import { AgentLoopState, type StepOutcome } from './agent-run.state';
 import { agentRunActivities, StepExecutor } from './agent-run.steps';
 import { openOutbox } from './outbox';
-import { openSnapshotSeries } from './snapshot-series';
+import { openSnapshotSeries, type SnapshotSeries } from './snapshot-series';
+import { recoveryConfig, WorkspaceHosts, type SeriesSlot } from './workspace-hosts';
+import type { SnapshotSeriesConfig } from './agent-run.types';
 
 /**
  * An agent run: `plan()` picks each step, the executor runs it, the lifecycle pauses, cancels,
@@ -16,28 +18,44 @@ import { openSnapshotSeries } from './snapshot-series';
  */
 export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const run = new AgentLoopState(input, workflowInfo().workflowId);
-  const activities = agentRunActivities(input, run.timeouts);
+  const activities = agentRunActivities(input, run.timeouts, run.placement);
   const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'agent', lane: input.lanes.agentWorkflows, firstSeq: run.firstSeq, state: () => run.view(workflowInfo().historyLength) });
-  const series =
-    input.snapshots && input.lanes.snapshots
-      ? openSnapshotSeries({
-          org: input.org,
-          run_id: input.run_id,
-          workflow_id: run.workflowId,
-          lane: input.lanes.snapshots,
-          config: input.snapshots,
-          ...(input.carry?.snapshots ? { carry: input.carry.snapshots } : {}),
-          state: () => run.forkState(),
-          record: (row) => outbox.emit('snapshot_captured', { snapshot: row }),
-        })
-      : undefined;
-  const lifecycle = new RunLifecycle(input, run, outbox, series, activities);
-  const steps = new StepExecutor(input, run, activities, outbox);
-  registerAgentRunHandlers(run, lifecycle, outbox, series);
+  const openSeries = (config: SnapshotSeriesConfig, lane: string): SnapshotSeries =>
+    openSnapshotSeries({
+      org: input.org,
+      run_id: input.run_id,
+      workflow_id: run.workflowId,
+      lane,
+      config,
+      ...(input.carry?.snapshots ? { carry: input.carry.snapshots } : {}),
+      state: () => run.forkState(),
+      record: (row) => {
+        outbox.emit('snapshot_captured', { snapshot: row });
+        if (row.bundle_object_url) hosts.landed(row.step);
+      },
+    });
+  // Host-pinned workspaces: a run with no series of its own still gets recovery points.
+  const openRecovery = (lane: string): SnapshotSeries | undefined => (input.lanes.snapshots ? openSeries(recoveryConfig(input), lane) : undefined);
+  const slot: SeriesSlot = {
+    series:
+      input.snapshots && input.lanes.snapshots
+        ? openSeries(input.snapshots, run.placement?.lanes.snapshots ?? input.lanes.snapshots)
+        : run.placement
+          ? openRecovery(run.placement.lanes.snapshots)
+          : undefined,
+  };
+  const hosts: WorkspaceHosts = new WorkspaceHosts(input, run, activities, outbox, slot, openRecovery);
+  const lifecycle = new RunLifecycle(input, run, outbox, slot, activities);
+  const steps = new StepExecutor(input, run, activities, outbox, hosts);
+  registerAgentRunHandlers(run, lifecycle, outbox, slot);
 
   try {
-    if (!input.carry && input.fork) lifecycle.forked(input.fork, await lifecycle.restore(input.fork));
-    else if (!input.carry) await lifecycle.started();
+    if (!input.carry && input.fork) {
+      const restored = await lifecycle.restore(input.fork);
+      hosts.adopt(restored.placement);
+      lifecycle.forked(input.fork, restored);
+    } else if (!input.carry) hosts.adopt(await lifecycle.started());
+    const series = slot.series;
     series?.start();
     for (;;) {
       await lifecycle.untilRunnable();

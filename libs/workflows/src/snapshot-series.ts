@@ -32,6 +32,10 @@ export interface SnapshotSeries {
   finalMissing(): string | undefined;
   /** The newest rows, for the status Query. */
   rows(): SnapshotRow[];
+  /** The newest row whose archive landed: where a moved workspace is restored from. */
+  latestUsable(): { snapshot_id: string; step: number } | undefined;
+  /** Captures from now on go to this task queue (the snapshotter of the run's workspace host). */
+  useLane(lane: string): void;
 }
 
 export interface SnapshotSeriesOptions {
@@ -89,7 +93,7 @@ class CaptureSeries implements SnapshotSeries {
   private readonly config: SnapshotSeriesConfig;
   private readonly progress: SnapshotSeriesCarry;
   private readonly recent: SnapshotRow[] = [];
-  private readonly snapshots: SnapshotActivities;
+  private snapshots: SnapshotActivities;
   private locked = false;
   private stopped = false;
   private finalRow: SnapshotRow | undefined;
@@ -107,13 +111,26 @@ class CaptureSeries implements SnapshotSeries {
     this.progress = options.carry
       ? { ...options.carry }
       : { ordinal: 0, attempts: 0, limit_recorded: false, started_at_ms: now(), ...(config.interval_seconds > 0 ? { next_tick_at_ms: now() + config.interval_seconds * 1000 } : {}) };
+    this.snapshots = this.stubFor(options.lane);
+  }
+
+  private stubFor(lane: string): SnapshotActivities {
+    const { config } = this;
     const heartbeat = Math.min(30, Math.max(2, Math.ceil(config.timeout_seconds / 5)));
-    this.snapshots = proxyActivities<SnapshotActivities>({
-      taskQueue: options.lane,
+    return proxyActivities<SnapshotActivities>({
+      taskQueue: lane,
       scheduleToCloseTimeout: `${config.timeout_seconds}s`,
       heartbeatTimeout: `${heartbeat}s`,
       retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', nonRetryableErrorTypes: ['WorkspaceMissing'] },
     });
+  }
+
+  useLane(lane: string): void {
+    this.snapshots = this.stubFor(lane);
+  }
+
+  latestUsable(): { snapshot_id: string; step: number } | undefined {
+    return this.progress.latest;
   }
 
   start(): void {
@@ -128,7 +145,8 @@ class CaptureSeries implements SnapshotSeries {
   }
 
   async turn(turn: number): Promise<void> {
-    if (!this.config.per_turn || this.stopped) return;
+    const { per_turn, every_steps } = this.config;
+    if (!(per_turn || (every_steps !== undefined && turn % every_steps === 0)) || this.stopped) return;
     await this.interior(turn);
   }
 
@@ -216,6 +234,7 @@ class CaptureSeries implements SnapshotSeries {
   }
 
   private land(landed: SnapshotRow): void {
+    if (landed.bundle_object_url) this.progress.latest = { snapshot_id: landed.snapshot_id, step: landed.step };
     this.recent.push(landed);
     if (this.recent.length > 50) this.recent.shift();
     if (landed.is_final) this.finalRow = landed;

@@ -17,6 +17,8 @@ export interface AgentDefaults {
   history_budget: { events: number; bytes: number };
   research_every: number;
   timeouts: ToolTimeouts;
+  /** Recovery points of a run without a snapshot series, on a workspace host. */
+  recovery_every_steps?: number;
 }
 
 /** How every EvalRun is started. */
