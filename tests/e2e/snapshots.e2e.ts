@@ -1,10 +1,10 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, lstatSync, readlinkSync, writeFileSync } from 'node:fs';
-import { join, relative } from 'node:path';
+import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { snapshotObjectKeys, TOPICS, type CommandOutcome, type RunEventEnvelope, type SnapshotRow } from '@agentrun/contracts';
 import { statusQuery } from '@agentrun/workflows';
-import { oneToN } from '../support/invariants';
+import { oneToN, workspaceTree } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
 import { stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
@@ -234,23 +234,7 @@ describe('snapshots and forks on the real servers', () => {
 
   describe('fork', () => {
     /** Every entry under a directory: type, mode, size, content digest or link target. */
-    const tree = (dir: string): Record<string, string> => {
-      const out: Record<string, string> = {};
-      const walk = (d: string) => {
-        for (const name of readdirSync(d)) {
-          const full = join(d, name);
-          const st = lstatSync(full);
-          const rel = relative(dir, full);
-          if (st.isSymbolicLink()) out[rel] = `link:${readlinkSync(full)}`;
-          else if (st.isDirectory()) {
-            out[rel] = `dir:${(st.mode & 0o777).toString(8)}`;
-            walk(full);
-          } else out[rel] = `file:${(st.mode & 0o777).toString(8)}:${readFileSync(full).toString('base64')}`;
-        }
-      };
-      walk(dir);
-      return out;
-    };
+    const tree = workspaceTree;
 
     it("a forked run's workspace equals the snapshot's", async () => {
       const parent = uniqueId('parent');

@@ -1,3 +1,5 @@
+import { lstatSync, readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { join, relative } from 'node:path';
 import { plan } from '@agentrun/workflows';
 import type { RunEventEnvelope } from '@agentrun/contracts';
 import type { TopicRecord } from './platform';
@@ -33,4 +35,23 @@ export function scriptedRunShape(maxSteps: number, researchEvery = 4): { events:
   }
   // run_started, one step_completed per step, one child_started per research step, run_finished
   return { events: maxSteps + research + 2, research, effects: maxSteps - research };
+}
+
+/** A directory as comparable data: every entry by relative path, with its kind, mode and content (or link target). */
+export function workspaceTree(dir: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  const walk = (d: string) => {
+    for (const name of readdirSync(d)) {
+      const full = join(d, name);
+      const st = lstatSync(full);
+      const rel = relative(dir, full);
+      if (st.isSymbolicLink()) out[rel] = `link:${readlinkSync(full)}`;
+      else if (st.isDirectory()) {
+        out[rel] = `dir:${(st.mode & 0o777).toString(8)}`;
+        walk(full);
+      } else out[rel] = `file:${(st.mode & 0o777).toString(8)}:${readFileSync(full).toString('base64')}`;
+    }
+  };
+  walk(dir);
+  return out;
 }

@@ -15,6 +15,18 @@ import { waitFor } from './wait';
 
 export const APPS = ['gateway', 'orchestrator', 'gpu-worker', 'projector', 'snapshotter'] as const;
 export type AppName = (typeof APPS)[number];
+/** The apps of one workspace host: what touches run workspaces. */
+export const HOST_APPS = ['orchestrator', 'gpu-worker', 'snapshotter'] as const;
+/** An app, or one workspace host's copy of it (`gpu-worker@h1`). */
+export type Instance = AppName | `${(typeof HOST_APPS)[number]}@${string}`;
+
+function appOf(instance: Instance): AppName {
+  return instance.split('@')[0] as AppName;
+}
+
+function hostOf(instance: Instance): string | undefined {
+  return instance.includes('@') ? instance.split('@')[1] : undefined;
+}
 
 const PORT_VARIABLE: Record<AppName, string> = {
   gateway: 'GATEWAY_PORT',
@@ -79,6 +91,13 @@ export interface PlatformOptions {
    * the `outside` principal, and topics are the unprefixed ones the stack made, since the ACLs name them.
    */
   secure?: boolean;
+  /**
+   * Workspace hosts: each runs its own orchestrator (cpu-tools role only), gpu-worker and snapshotter
+   * with AGENTRUN_WORKSPACE_HOST_ID set and a workspace root of its own (`<dataDir>/hosts/<host>/workspaces`);
+   * the main orchestrator keeps the commands and workflows roles, and no unhosted gpu-worker or
+   * snapshotter runs. The object store stays one directory (it stands in for S3).
+   */
+  hosts?: string[];
 }
 
 /**
@@ -92,10 +111,11 @@ export class Platform {
   readonly topicPrefix: string;
   private readonly secure?: SecureStack;
   readonly database = `agentrun_${this.id}`;
-  readonly ports = {} as Record<AppName, number>;
+  readonly ports = {} as Record<AppName, number> & Record<string, number>;
   readonly kafka: Kafka;
-  private readonly processes = new Map<AppName, ChildProcess>();
-  private readonly exits = new Map<AppName, Promise<number | null>>();
+  readonly hosts: string[];
+  private readonly processes = new Map<Instance, ChildProcess>();
+  private readonly exits = new Map<Instance, Promise<number | null>>();
   private producer?: Producer;
   private readonly consumers: Consumer[] = [];
   private readonly urls = stackUrls();
@@ -105,13 +125,14 @@ export class Platform {
   model?: ModelServer;
 
   /** Settings for one app only, applied the next time it starts (e.g. a slower snapshotter). */
-  readonly appEnv: Partial<Record<AppName, Record<string, string>>> = {};
+  readonly appEnv: Partial<Record<Instance, Record<string, string>>> = {};
 
   constructor(
     private readonly extraEnv: Record<string, string> = {},
     options: PlatformOptions = {},
   ) {
     this.secure = options.secure ? secureStack() : undefined;
+    this.hosts = options.hosts ?? [];
     this.topicPrefix = this.secure ? '' : this.prefix;
     this.kafka = this.secure
       ? new Kafka({ ...kafkaClientOfProperties(this.secure.outside, `outside-e2e-${this.id}`), logLevel: logLevel.NOTHING })
@@ -210,11 +231,25 @@ export class Platform {
     }
 
     this.model = await startModelServer({ port: 0 });
-    for (const app of APPS) this.ports[app] = await freePort();
-    await Promise.all(APPS.map((app) => this.startApp(app)));
+    for (const instance of this.instances()) this.ports[instance] = await freePort();
+    await Promise.all(this.instances().map((instance) => this.startApp(instance)));
   }
 
-  env(app: AppName): Record<string, string> {
+  /** The processes this platform runs: the five apps, or with workspace hosts each host's own three. */
+  instances(): Instance[] {
+    if (this.hosts.length === 0) return [...APPS];
+    return ['gateway', 'projector', 'orchestrator', ...this.hosts.flatMap((h) => HOST_APPS.map((app): Instance => `${app}@${h}`))];
+  }
+
+  /** A workspace host's own workspace root. */
+  workspaceRoot(host?: string): string {
+    return host ? join(this.dataDir, 'hosts', host, 'workspaces') : join(this.dataDir, 'workspaces');
+  }
+
+  env(instance: Instance): Record<string, string> {
+    const app = appOf(instance);
+    const host = hostOf(instance);
+    const hosted = this.hosts.length > 0;
     return {
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '/root',
@@ -232,22 +267,24 @@ export class Platform {
       ...(this.secure ? { ...this.secure.platform, ...this.secure.service(app) } : {}),
       ...this.databaseSettings(this.database),
       DATABASE_POOL_SIZE: '5',
-      WORKSPACE_ROOT: join(this.dataDir, 'workspaces'),
+      WORKSPACE_ROOT: this.workspaceRoot(host),
+      ...(host ? { AGENTRUN_WORKSPACE_HOST_ID: host } : {}),
+      ...(hosted && app === 'orchestrator' ? { ORCHESTRATOR_ROLES: host ? 'cpu-tools' : 'commands,workflows' } : {}),
       OBJECT_STORE_DIR: join(this.dataDir, 'objects'),
       WORKFLOW_BUNDLE_PATH: join(REPO_ROOT, 'libs/workflows/dist/workflow-bundle.js'),
       SHUTDOWN_GRACE_MS: '20000',
       MODEL_BASE_URL: this.model?.url ?? '',
       MODEL_NAME: 'scripted',
       MODEL_TIMEOUT_MS: '5000',
-      [PORT_VARIABLE[app]]: String(this.ports[app]),
+      [PORT_VARIABLE[app]]: String(this.ports[instance]),
       ...this.extraEnv,
-      ...(this.appEnv[app] ?? {}),
+      ...(this.appEnv[instance] ?? {}),
     };
   }
 
   /** Starts an app and waits until it is ready (unless `ready: false`: a fault point may kill it first). */
-  async startApp(app: AppName, options: { ready?: boolean } = {}): Promise<void> {
-    const main = join(REPO_ROOT, 'apps', app, 'dist', 'main.js');
+  async startApp(app: Instance, options: { ready?: boolean } = {}): Promise<void> {
+    const main = join(REPO_ROOT, 'apps', appOf(app), 'dist', 'main.js');
     if (!existsSync(main)) throw new Error(`${main} is missing: run npm run build first`);
     const log = createWriteStream(join(this.dataDir, 'logs', `${app}.log`), { flags: 'a' });
     const child = spawn(process.execPath, [main], { env: this.env(app), stdio: ['ignore', 'pipe', 'pipe'] });
@@ -269,7 +306,7 @@ export class Platform {
   }
 
   /** Sends `signal` to an app and waits for it to exit; returns its exit code (-1 when killed by a signal). */
-  async stopApp(app: AppName, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
+  async stopApp(app: Instance, signal: NodeJS.Signals = 'SIGTERM'): Promise<number | null> {
     const child = this.processes.get(app);
     if (!child || child.exitCode !== null || child.signalCode !== null) return child?.exitCode ?? null;
     child.kill(signal);
@@ -278,8 +315,18 @@ export class Platform {
     return code ?? null;
   }
 
+  /** Stops every process of one workspace host (kill -9 with SIGKILL: the host is lost). */
+  async stopHost(host: string, signal: NodeJS.Signals = 'SIGTERM'): Promise<void> {
+    await Promise.all(HOST_APPS.map((app) => this.stopApp(`${app}@${host}`, signal)));
+  }
+
+  /** Starts a workspace host's processes again. */
+  async startHost(host: string): Promise<void> {
+    await Promise.all(HOST_APPS.map((app) => this.startApp(`${app}@${host}`)));
+  }
+
   /** Waits for an app to exit on its own (a fault point killed it); returns its exit code, -1 for a signal. */
-  async exited(app: AppName): Promise<number | null> {
+  async exited(app: Instance): Promise<number | null> {
     const code = await this.exits.get(app);
     this.processes.delete(app);
     return code ?? null;
@@ -288,7 +335,7 @@ export class Platform {
   async stop(): Promise<void> {
     for (const consumer of this.consumers) await consumer.disconnect().catch(() => undefined);
     await this.producer?.disconnect().catch(() => undefined);
-    await Promise.all(APPS.map((app) => this.stopApp(app)));
+    await Promise.all(this.instances().map((app) => this.stopApp(app)));
     await this.db?.end().catch(() => undefined);
     await this.model?.close();
   }

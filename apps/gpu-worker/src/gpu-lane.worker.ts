@@ -23,7 +23,7 @@ export class GpuLaneWorker extends LaneWorkers {
   protected lanes(): LaneWorkerOptions[] {
     return [
       {
-        taskQueue: workspaceQueueFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX, this.config.AGENTRUN_WORKSPACE_HOST, 'gpuTools'),
+        taskQueue: workspaceQueueFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX, this.config.AGENTRUN_WORKSPACE_HOST_ID, 'gpuTools'),
         maxConcurrentActivityTaskExecutions: this.config.GPU_SLOTS,
         activities: createAgentActivities({
           workspaceRoot: this.config.WORKSPACE_ROOT,

@@ -41,14 +41,14 @@ export class TemporalWorkers extends LaneWorkers {
 
   /**
    * The shared `cpu-tools` lane (model calls, compensations, and where a run's workspace is prepared or
-   * restored), and on a workspace host (AGENTRUN_WORKSPACE_HOST) also the host's own `cpu-tools@<host>`,
+   * restored), and on a workspace host (AGENTRUN_WORKSPACE_HOST_ID) also the host's own `cpu-tools@<host>`,
    * where the runs whose workspace is here send their CPU tools. One set of activities serves both.
    */
   private cpuToolLanes(): LaneWorkerOptions[] {
     const db = required(this.db, 'Database', 'cpu-tools');
     const store = createObjectStore(objectStoreConfigOf(this.config));
     const prefix = this.config.AGENTRUN_TASK_QUEUE_PREFIX;
-    const host = this.config.AGENTRUN_WORKSPACE_HOST;
+    const host = this.config.AGENTRUN_WORKSPACE_HOST_ID;
     const activities = createAgentActivities({
       workspaceRoot: this.config.WORKSPACE_ROOT,
       effects: new EffectLedger(db.dataSource),

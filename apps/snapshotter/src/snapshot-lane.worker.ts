@@ -18,7 +18,7 @@ export class SnapshotLaneWorker extends LaneWorkers {
   protected lanes(): LaneWorkerOptions[] {
     return [
       {
-        taskQueue: workspaceQueueFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX, this.config.AGENTRUN_WORKSPACE_HOST, 'snapshots'),
+        taskQueue: workspaceQueueFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX, this.config.AGENTRUN_WORKSPACE_HOST_ID, 'snapshots'),
         maxConcurrentActivityTaskExecutions: this.config.SNAPSHOT_SLOTS,
         activities: createSnapshotActivities({
           workspaceRoot: this.config.WORKSPACE_ROOT,

@@ -30,7 +30,7 @@ export interface AgentActivityDeps {
   /** Outputs larger than `inlineMaxBytes` go to this store; history keeps a reference. */
   payloads: { store: ObjectStore; inlineMaxBytes: number };
   /**
-   * Set on a workspace host (AGENTRUN_WORKSPACE_HOST): the host and its own queues, given to every run
+   * Set on a workspace host (AGENTRUN_WORKSPACE_HOST_ID): the host and its own queues, given to every run
    * whose workspace this process prepares or restores, so its later workspace work comes back here.
    */
   placement?: WorkspacePlacement;

@@ -249,7 +249,7 @@ export const workspaceSpec = {
    * alone. Unset, WORKSPACE_ROOT is one volume shared by every process (a single-machine install).
    * The three processes of one host (orchestrator cpu-tools, gpu-worker, snapshotter) set the same name.
    */
-  AGENTRUN_WORKSPACE_HOST: workspaceHost(),
+  AGENTRUN_WORKSPACE_HOST_ID: workspaceHost(),
 };
 
 export const objectStoreSpec = {

@@ -52,8 +52,10 @@ export function agentRunActivities(input: AgentRunInput, timeouts: ToolTimeouts,
     : cpu;
   const gpu = proxyActivities<AgentActivities>({
     taskQueue: placement?.lanes.gpuTools ?? input.lanes.gpuTools,
-    // A lane nobody serves fails the run clearly instead of waiting forever.
-    scheduleToStartTimeout: `${timeouts.gpu_schedule_to_start_s}s`,
+    // A lane nobody serves fails the run clearly instead of waiting forever; on a workspace host, a
+    // GPU call that waits this long means the host is lost and the workspace moves (so the host bound
+    // must sit above the longest GPU queue wait the deployment expects).
+    ...(placement ? hostWait : { scheduleToStartTimeout: `${timeouts.gpu_schedule_to_start_s}s` }),
     startToCloseTimeout: `${timeouts.tool_start_to_close_s}s`,
     heartbeatTimeout: `${timeouts.tool_heartbeat_s}s`,
     retry: TOOL_RETRY,

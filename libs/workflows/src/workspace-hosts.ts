@@ -80,7 +80,7 @@ export class WorkspaceHosts implements WorkspaceMover {
           : await this.activities.claim.prepareWorkspace({ org: input.org, run_id: input.run_id, goal: input.goal });
         if (!placement) {
           throw ApplicationFailure.nonRetryable(
-            `the workspace host '${from}' was lost and the host that took the workspace is not a workspace host (AGENTRUN_WORKSPACE_HOST unset): mixed modes`,
+            `the workspace host '${from}' was lost and the host that took the workspace is not a workspace host (AGENTRUN_WORKSPACE_HOST_ID unset): mixed modes`,
             'WorkspaceHostLost',
           );
         }

@@ -1,0 +1,105 @@
+import { join } from 'node:path';
+import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
+import { oneToN, scriptedRunShape, seqsOnTopic, workspaceTree } from '../support/invariants';
+import { Platform, uniqueId, type TopicRecord } from '../support/platform';
+import { SseClient } from '../support/sse';
+import { waitFor } from '../support/wait';
+
+/**
+ * Workspaces that follow the run: two workspace hosts, each with its own orchestrator (cpu-tools),
+ * gpu-worker and snapshotter and its own workspace root, no path shared between them. A lost host
+ * (every process killed) is noticed by schedule-to-start on its queues (3 s here), and the run goes on
+ * on the other host from its latest recovery point (every 4 steps here), its later tool steps redone.
+ */
+describe('workspace hosts: no shared disk', () => {
+  const platform = new Platform(
+    { AGENTRUN_HOST_SCHEDULE_TO_START_S: '3', AGENTRUN_RECOVERY_EVERY_STEPS: '4', TOOL_PACE_MS: '40' },
+    { hosts: ['h1', 'h2'] },
+  );
+  const org = 'acme';
+  let events: TopicRecord<RunEventEnvelope>[];
+
+  beforeAll(async () => {
+    await platform.start();
+    events = await platform.follow<RunEventEnvelope>(TOPICS.runEvents);
+  });
+  afterAll(() => platform.stop());
+
+  const start = (runId: string, steps: number) =>
+    platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org, run_id: runId, payload: { goal: 'follow the run', max_steps: steps } });
+  const stateOf = async (runId: string) =>
+    (await platform.query<{ step: number; host: string | null; status: string }>(
+      `SELECT (state->>'step')::int AS step, state->>'workspace_host' AS host, status FROM runs WHERE org = $1 AND run_id = $2`,
+      [org, runId],
+    ))[0];
+  const eventsOf = (runId: string, type: string) => events.filter((e) => e.value.run_id === runId && e.value.org === org && e.value.type === type);
+  const dirOf = (host: string, runId: string) => join(platform.workspaceRoot(host), org, runId);
+
+  it('kill -9 of the host holding a run: it ends done on the other host, its workspace as an uninterrupted run leaves it, seqs 1..N, every effect once', async () => {
+    const steps = 16;
+    const reference = uniqueId('ref');
+    const moved = uniqueId('moved');
+    await start(reference, steps);
+    await start(moved, steps);
+    const before = await waitFor('the run a few steps in on a host', async () => {
+      const s = await stateOf(moved);
+      return s && s.host && s.step >= 6 ? s : undefined;
+    }, 120_000, 50);
+    const lost = before.host as string;
+    await platform.stopHost(lost, 'SIGKILL');
+
+    await platform.waitForStatus(org, moved, 'done', 180_000);
+    const [move] = await waitFor('the workspace_moved event', () => eventsOf(moved, 'workspace_moved').length > 0 && eventsOf(moved, 'workspace_moved'), 30_000);
+    const payload = move.value.payload as unknown as { from: string; to: string; snapshot_id?: string; steps_replayed: number };
+    const other = lost === 'h1' ? 'h2' : 'h1';
+    expect(payload).toMatchObject({ from: lost, to: other });
+    expect(payload.snapshot_id).toMatch(/^snap-\d{4}$/);
+    expect((await stateOf(moved))?.host).toBe(other);
+
+    // Seqs: 1..N with no gap on the topic, the read model and the SSE stream.
+    const [row] = await platform.query<{ last_seq: number }>('SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2', [org, moved]);
+    await waitFor('every event on the topic', () => seqsOnTopic(events, org, moved).length === row.last_seq, 30_000);
+    expect(seqsOnTopic(events, org, moved)).toEqual(oneToN(row.last_seq));
+    const sse = new SseClient(`${platform.gatewayUrl}/runs/${moved}/events`, { 'X-Org': org });
+    await waitFor('the stream to end', () => sse.ended, 60_000);
+    expect(sse.events().map((e) => e.seq)).toEqual(oneToN(row.last_seq));
+
+    // Every model and tool effect once: the steps redone on the new host were answered from the ledger.
+    const shape = scriptedRunShape(steps);
+    const [{ n }] = await platform.query<{ n: string }>(`SELECT count(*) AS n FROM effect_ledger WHERE starts_with(idempotency_key, $1)`, [`${org}/${moved}:`]);
+    expect(Number(n)).toBe(shape.effects);
+
+    // The final workspace equals the uninterrupted run's (same scripted input), wherever that one ran.
+    await platform.waitForStatus(org, reference, 'done', 180_000);
+    const refHost = (await stateOf(reference))?.host as string;
+    expect(workspaceTree(dirOf(other, moved))).toEqual(workspaceTree(dirOf(refHost, reference)));
+  });
+
+  it('a host started again after its runs moved leaves their new workspaces alone, and takes new work', async () => {
+    const moves = events.filter((e) => e.value.type === 'workspace_moved');
+    const last = moves[moves.length - 1];
+    const payload = last.value.payload as unknown as { from: string; to: string };
+    const movedDir = dirOf(payload.to, last.value.run_id);
+    const before = workspaceTree(movedDir);
+    await platform.startHost(payload.from);
+    // The returned host takes work: runs land on both hosts again.
+    const landedOn = new Set<string>();
+    await waitFor('a new run on the host that came back', async () => {
+      const runId = uniqueId('after');
+      await start(runId, 2);
+      await platform.waitForStatus(org, runId, 'done', 120_000);
+      landedOn.add((await stateOf(runId))?.host as string);
+      return landedOn.has(payload.from);
+    }, 180_000, 10);
+    expect(workspaceTree(movedDir)).toEqual(before);
+  });
+
+  it('20 concurrent runs over 2 hosts: both hosts carry work, all end done', async () => {
+    const ids = Array.from({ length: 20 }, () => uniqueId('many'));
+    await Promise.all(ids.map((id) => start(id, 6)));
+    for (const id of ids) await platform.waitForStatus(org, id, 'done', 240_000);
+    const hosts = new Set<string>();
+    for (const id of ids) hosts.add((await stateOf(id))?.host as string);
+    expect([...hosts].sort()).toEqual(['h1', 'h2']);
+  });
+});
