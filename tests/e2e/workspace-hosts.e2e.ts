@@ -1,5 +1,7 @@
+import { execFileSync } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
+import { snapshotObjectKeys, TOPICS, type RunEventEnvelope, type SnapshotRow } from '@agentrun/contracts';
 import { oneToN, scriptedRunShape, seqsOnTopic, workspaceTree } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
 import { SseClient } from '../support/sse';
@@ -92,6 +94,47 @@ describe('workspace hosts: no shared disk', () => {
       return landedOn.has(payload.from);
     }, 180_000, 10);
     expect(workspaceTree(movedDir)).toEqual(before);
+  });
+
+  it('with a per-turn snapshot series: captures keep landing across the move, on the new host, and the final lands', async () => {
+    const runId = uniqueId('series');
+    const res = await platform.http('POST', '/agents', { org, body: { run_id: runId, goal: 'follow the run', max_steps: 12, snapshots: { per_turn: true } } });
+    expect(res.status).toBe(202);
+    const before = await waitFor('the run a few steps in on a host', async () => {
+      const s = await stateOf(runId);
+      return s && s.host && s.step >= 4 ? s : undefined;
+    }, 120_000, 50);
+    await platform.stopHost(before.host as string, 'SIGKILL');
+    await platform.waitForStatus(org, runId, 'done', 180_000);
+    await platform.startHost(before.host as string);
+    const all = await waitFor('the run finished on the topic', () => eventsOf(runId, 'run_finished').length > 0 && events.filter((e) => e.value.run_id === runId), 30_000);
+    const movedAt = all.findIndex((e) => e.value.type === 'workspace_moved');
+    expect(movedAt).toBeGreaterThan(0);
+    const rowsAfter = all.slice(movedAt).filter((e) => e.value.type === 'snapshot_captured').map((e) => (e.value.payload as unknown as { snapshot: SnapshotRow }).snapshot);
+    expect(rowsAfter.length).toBeGreaterThan(1);
+    expect(rowsAfter.filter((r) => r.capture_status === 'ok').length).toBeGreaterThan(1);
+    expect(rowsAfter[rowsAfter.length - 1]).toMatchObject({ is_final: true, capture_status: 'ok' });
+  });
+
+  it("a fork on hosts: its workspace is the snapshot's, on the host that restored it", async () => {
+    const parent = uniqueId('parent');
+    const res = await platform.http('POST', '/agents', { org, body: { run_id: parent, goal: 'follow the run', max_steps: 3, snapshots: {} } });
+    expect(res.status).toBe(202);
+    await platform.waitForStatus(org, parent, 'done', 120_000);
+    const final = await waitFor('the final row', () => {
+      const rows = eventsOf(parent, 'snapshot_captured').map((e) => (e.value.payload as unknown as { snapshot: SnapshotRow }).snapshot);
+      return rows.find((r) => r.is_final && r.capture_status === 'ok');
+    }, 30_000);
+    const child = uniqueId('fork');
+    const fork = await platform.http('POST', `/runs/${parent}/fork`, { org, body: { run_id: child, snapshot_id: final.snapshot_id } });
+    expect(fork.status).toBe(202);
+    await platform.waitForStatus(org, child, 'done', 120_000);
+    const host = (await stateOf(child))?.host as string;
+    expect(['h1', 'h2']).toContain(host);
+    const extracted = join(platform.dataDir, `${child}-extracted`);
+    mkdirSync(extracted, { recursive: true });
+    execFileSync('tar', ['xzf', join(platform.dataDir, 'objects', snapshotObjectKeys(org, parent, final.snapshot_id).archive), '-C', extracted]);
+    expect(workspaceTree(dirOf(host, child))).toEqual(workspaceTree(extracted));
   });
 
   it('20 concurrent runs over 2 hosts: both hosts carry work, all end done', async () => {

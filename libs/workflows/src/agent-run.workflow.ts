@@ -3,7 +3,7 @@ import type { AgentRunInput, AgentRunResult } from './agent-run.types';
 import { registerAgentRunHandlers } from './agent-run.handlers';
 import { RunLifecycle } from './agent-run.lifecycle';
 import { AgentLoopState, type StepOutcome } from './agent-run.state';
-import { agentRunActivities, StepExecutor } from './agent-run.steps';
+import { agentRunActivities, DEFAULT_HOST_SCHEDULE_TO_START_S, StepExecutor } from './agent-run.steps';
 import { openOutbox } from './outbox';
 import { openSnapshotSeries, type SnapshotSeries } from './snapshot-series';
 import { recoveryConfig, WorkspaceHosts, type SeriesSlot } from './workspace-hosts';
@@ -20,13 +20,16 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const run = new AgentLoopState(input, workflowInfo().workflowId);
   const activities = agentRunActivities(input, run.timeouts, run.placement);
   const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'agent', lane: input.lanes.agentWorkflows, firstSeq: run.firstSeq, state: () => run.view(workflowInfo().historyLength) });
-  const openSeries = (config: SnapshotSeriesConfig, lane: string): SnapshotSeries =>
+  // On a workspace host's queue a capture waits at most as long as any host work before the host counts as lost.
+  const hostWaitS = run.timeouts.host_schedule_to_start_s ?? DEFAULT_HOST_SCHEDULE_TO_START_S;
+  const openSeries = (config: SnapshotSeriesConfig, lane: string, onHost: boolean): SnapshotSeries =>
     openSnapshotSeries({
       org: input.org,
       run_id: input.run_id,
       workflow_id: run.workflowId,
       lane,
       config,
+      ...(onHost ? { scheduleToStartS: hostWaitS } : {}),
       ...(input.carry?.snapshots ? { carry: input.carry.snapshots } : {}),
       state: () => run.forkState(),
       record: (row) => {
@@ -35,11 +38,11 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
       },
     });
   // Host-pinned workspaces: a run with no series of its own still gets recovery points.
-  const openRecovery = (lane: string): SnapshotSeries | undefined => (input.lanes.snapshots ? openSeries(recoveryConfig(input), lane) : undefined);
+  const openRecovery = (lane: string): SnapshotSeries | undefined => (input.lanes.snapshots ? openSeries(recoveryConfig(input), lane, true) : undefined);
   const slot: SeriesSlot = {
     series:
       input.snapshots && input.lanes.snapshots
-        ? openSeries(input.snapshots, run.placement?.lanes.snapshots ?? input.lanes.snapshots)
+        ? openSeries(input.snapshots, run.placement?.lanes.snapshots ?? input.lanes.snapshots, run.placement !== undefined)
         : run.placement
           ? openRecovery(run.placement.lanes.snapshots)
           : undefined,

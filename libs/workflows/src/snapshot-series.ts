@@ -34,8 +34,11 @@ export interface SnapshotSeries {
   rows(): SnapshotRow[];
   /** The newest row whose archive landed: where a moved workspace is restored from. */
   latestUsable(): { snapshot_id: string; step: number } | undefined;
-  /** Captures from now on go to this task queue (the snapshotter of the run's workspace host). */
-  useLane(lane: string): void;
+  /**
+   * Captures from now on go to this task queue (the snapshotter of the run's workspace host), waiting at
+   * most `scheduleToStartS` for it: a capture on a lost host fails fast instead of holding the series.
+   */
+  useLane(lane: string, scheduleToStartS?: number): void;
 }
 
 export interface SnapshotSeriesOptions {
@@ -44,6 +47,8 @@ export interface SnapshotSeriesOptions {
   workflow_id: string;
   lane: string;
   config: SnapshotSeriesConfig;
+  /** Set on a workspace host's queue: how long a capture may wait for the host (see `useLane`). */
+  scheduleToStartS?: number;
   carry?: SnapshotSeriesCarry;
   /** The agent's state a fork needs, as of now. */
   state(): ForkState;
@@ -111,22 +116,23 @@ class CaptureSeries implements SnapshotSeries {
     this.progress = options.carry
       ? { ...options.carry }
       : { ordinal: 0, attempts: 0, limit_recorded: false, started_at_ms: now(), ...(config.interval_seconds > 0 ? { next_tick_at_ms: now() + config.interval_seconds * 1000 } : {}) };
-    this.snapshots = this.stubFor(options.lane);
+    this.snapshots = this.stubFor(options.lane, options.scheduleToStartS);
   }
 
-  private stubFor(lane: string): SnapshotActivities {
+  private stubFor(lane: string, scheduleToStartS: number | undefined): SnapshotActivities {
     const { config } = this;
     const heartbeat = Math.min(30, Math.max(2, Math.ceil(config.timeout_seconds / 5)));
     return proxyActivities<SnapshotActivities>({
       taskQueue: lane,
+      ...(scheduleToStartS !== undefined ? { scheduleToStartTimeout: `${scheduleToStartS}s` } : {}),
       scheduleToCloseTimeout: `${config.timeout_seconds}s`,
       heartbeatTimeout: `${heartbeat}s`,
       retry: { initialInterval: '1s', backoffCoefficient: 2, maximumInterval: '10s', nonRetryableErrorTypes: ['WorkspaceMissing'] },
     });
   }
 
-  useLane(lane: string): void {
-    this.snapshots = this.stubFor(lane);
+  useLane(lane: string, scheduleToStartS?: number): void {
+    this.snapshots = this.stubFor(lane, scheduleToStartS);
   }
 
   latestUsable(): { snapshot_id: string; step: number } | undefined {

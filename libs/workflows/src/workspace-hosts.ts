@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import type { AgentRunInput, SnapshotSeriesConfig, ToolCall, WorkspacePlacement } from './agent-run.types';
 import type { AgentLoopState } from './agent-run.state';
-import { agentRunActivities, hostLost, type AgentRunActivities, type WorkspaceMover } from './agent-run.steps';
+import { agentRunActivities, DEFAULT_HOST_SCHEDULE_TO_START_S, hostLost, type AgentRunActivities, type WorkspaceMover } from './agent-run.steps';
 import type { Outbox } from './outbox';
 import type { SnapshotSeries } from './snapshot-series';
 
@@ -45,6 +45,11 @@ export class WorkspaceHosts implements WorkspaceMover {
     private readonly openRecovery: (lane: string) => SnapshotSeries | undefined,
   ) {}
 
+  /** How long work (captures too) may wait on a host's queue before the host counts as lost. */
+  hostWaitS(): number {
+    return this.run.timeouts.host_schedule_to_start_s ?? DEFAULT_HOST_SCHEDULE_TO_START_S;
+  }
+
   pinned(): boolean {
     return this.run.placement !== undefined;
   }
@@ -54,7 +59,7 @@ export class WorkspaceHosts implements WorkspaceMover {
     if (!placement) return;
     this.run.placement = placement;
     Object.assign(this.activities, agentRunActivities(this.input, this.run.timeouts, placement));
-    if (this.slot.series) this.slot.series.useLane(placement.lanes.snapshots);
+    if (this.slot.series) this.slot.series.useLane(placement.lanes.snapshots, this.hostWaitS());
     else this.slot.series = this.openRecovery(placement.lanes.snapshots);
   }
 
