@@ -7,6 +7,20 @@
 #   bash deploy/local/platform.sh apps-up    start the five services (servers must be up)
 #   bash deploy/local/platform.sh apps-down  stop the five services (SIGTERM: they drain, then exit)
 #   bash deploy/local/platform.sh status
+#
+# Workspace hosts: AGENTRUN_HOSTS=N (default 1) with N >= 2 runs N workspace hosts h1..hN instead of
+# one orchestrator/gpu-worker/snapshotter sharing one workspace volume. Then the processes are:
+#   model-server, gateway (:8080), projector (:8083), and the main orchestrator (:8081,
+#   ORCHESTRATOR_ROLES=commands,workflows; pid file orchestrator.pid), and for each host hK (K = 1..N)
+#   orchestrator@hK (ORCHESTRATOR_ROLES=cpu-tools)  port HOST_PORT_BASE + 10*(K-1) + 1
+#   gpu-worker@hK                                  port HOST_PORT_BASE + 10*(K-1) + 2
+#   snapshotter@hK                                 port HOST_PORT_BASE + 10*(K-1) + 4
+# (HOST_PORT_BASE 8180: h1 8181/8182/8184, h2 8191/8192/8194, ... h9 8261/8262/8264; N <= 9), each
+# with AGENTRUN_WORKSPACE_HOST_ID=hK and WORKSPACE_ROOT=.stack/data/hosts/hK/workspaces (no path shared
+# between hosts; OBJECT_STORE_DIR stays the one .stack/data/objects, standing for the object store).
+# Pid files .stack/run/apps/<app>@<host>.pid, logs .stack/logs/apps/<app>@<host>.log. apps-up records
+# N in .stack/run/apps/hosts: status uses it when AGENTRUN_HOSTS is unset; apps-down and stop stop
+# every instance that has a pid file, whatever N was. The secure profile runs N = 1 only.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -26,12 +40,30 @@ APP_READY_TIMEOUT="${APP_READY_TIMEOUT:-90}"
 
 SECURE_DIR="$REPO_ROOT/.stack/secure"
 
+# The apps each workspace host runs, and where hosts' ports start (see the header).
+HOST_APPS=(orchestrator gpu-worker snapshotter)
+HOST_PORT_BASE="${HOST_PORT_BASE:-8180}"
+HOSTS_DIR="$REPO_ROOT/.stack/data/hosts"
+HOSTS_FILE="$APP_RUN_DIR/hosts"
+
 say() { printf '[platform] %s\n' "$*"; }
 # The profile the stack runs in, as stack.sh recorded it (plain, secure; none when it is down).
 stack_profile() { cat "$REPO_ROOT/.stack/profile" 2>/dev/null || echo none; }
 die() { printf '[platform] ERROR: %s\n' "$*" >&2; exit 1; }
 
-port_of() {
+# An instance is an app (gateway) or one workspace host's copy of it (gpu-worker@h2).
+app_of() { echo "${1%%@*}"; }
+host_of() { case "$1" in *@*) echo "${1#*@}" ;; *) echo "" ;; esac; }
+
+port_of() { # INSTANCE -> its port
+  local host k offset
+  host="$(host_of "$1")"
+  if [ -n "$host" ]; then
+    k="${host#h}"
+    case "$(app_of "$1")" in orchestrator) offset=1 ;; gpu-worker) offset=2 ;; snapshotter) offset=4 ;; esac
+    echo $(( HOST_PORT_BASE + 10 * (k - 1) + offset ))
+    return
+  fi
   case "$1" in
     gateway) echo "${GATEWAY_PORT}" ;;
     orchestrator) echo "${ORCHESTRATOR_PORT:-8081}" ;;
@@ -42,11 +74,20 @@ port_of() {
   esac
 }
 
-main_of() { # APP -> the script it runs
-  echo "apps/$1/dist/main.js"
+main_of() { # INSTANCE -> the script it runs
+  echo "apps/$(app_of "$1")/dist/main.js"
 }
 
-app_pid() { # APP -> pid if running
+# How many workspace hosts: AGENTRUN_HOSTS, else (status) what apps-up recorded, else 1.
+host_count() {
+  local n="${AGENTRUN_HOSTS:-}"
+  if [ -z "$n" ] && [ "${1:-}" = recorded ] && [ -f "$HOSTS_FILE" ]; then n="$(cat "$HOSTS_FILE")"; fi
+  n="${n:-1}"
+  [[ "$n" =~ ^[1-9]$ ]] || die "AGENTRUN_HOSTS must be a number from 1 to 9, got '$n'"
+  echo "$n"
+}
+
+app_pid() { # INSTANCE -> pid if running
   local f="$APP_RUN_DIR/$1.pid" pid
   [ -f "$f" ] || return 1
   pid="$(cat "$f")"
@@ -98,27 +139,89 @@ export_app_env() {
   export MODEL_SERVER_PORT MODEL_BASE_URL="${MODEL_BASE_URL:-http://127.0.0.1:${MODEL_SERVER_PORT}/v1}"
 }
 
-services() { # what apps-up starts, in order
+services() { # [recorded] -> the instances apps-up starts (status: the ones it started), in order
+  local n k app
+  n="$(host_count "${1:-}")"
   if [ "$USE_LOCAL_MODEL" = 1 ]; then echo model-server; fi
-  printf '%s\n' "${APPS[@]}"
+  if [ "$n" = 1 ]; then
+    printf '%s\n' "${APPS[@]}"
+    return
+  fi
+  echo orchestrator
+  for k in $(seq 1 "$n"); do
+    for app in "${HOST_APPS[@]}"; do echo "$app@h$k"; done
+  done
+  echo projector
+  echo gateway
+}
+
+running_instances() { # every instance with a pid file, whatever AGENTRUN_HOSTS was when it started
+  local app f
+  for app in "${APPS[@]}" model-server; do
+    for f in "$APP_RUN_DIR/$app.pid" "$APP_RUN_DIR/$app@"*.pid; do
+      if [ -e "$f" ]; then basename "$f" .pid; fi
+    done
+  done
+}
+
+# The environment one instance adds to export_app_env's (run in the subshell that starts it).
+instance_env() {
+  local host
+  host="$(host_of "$1")"
+  if [ -n "$host" ]; then
+    export AGENTRUN_WORKSPACE_HOST_ID="$host" WORKSPACE_ROOT="$HOSTS_DIR/$host/workspaces"
+    case "$(app_of "$1")" in
+      orchestrator) ORCHESTRATOR_PORT="$(port_of "$1")" && export ORCHESTRATOR_PORT ORCHESTRATOR_ROLES=cpu-tools ;;
+      gpu-worker) GPU_WORKER_PORT="$(port_of "$1")" && export GPU_WORKER_PORT ;;
+      snapshotter) SNAPSHOTTER_PORT="$(port_of "$1")" && export SNAPSHOTTER_PORT ;;
+    esac
+  elif [ "$(host_count)" != 1 ]; then
+    # Not a host process: the gateway, the projector, the main orchestrator (which keeps the commands
+    # and workflows roles and leaves every tool lane to the hosts).
+    unset AGENTRUN_WORKSPACE_HOST_ID
+    if [ "$1" = orchestrator ]; then export ORCHESTRATOR_ROLES=commands,workflows; fi
+  fi
 }
 
 health_path() { if [ "$1" = model-server ]; then echo /healthz; else echo /readyz; fi; }
 
+# AGENTRUN_HOSTS is valid, and the profile runs it (secure: N = 1 only; PROFILE overrides the running one).
+check_hosts() {
+  local n profile="${1:-$(stack_profile)}"
+  n="$(host_count)"
+  if [ "$n" != 1 ] && [ "$profile" = secure ]; then
+    die "AGENTRUN_HOSTS=$n: the secure profile runs one workspace host only (its per-service settings are not made for host instances); unset AGENTRUN_HOSTS, or use the plain profile"
+  fi
+}
+
 apps_up() {
+  local n planned inst
+  check_hosts
+  n="$(host_count)"
   mkdir -p "$APP_RUN_DIR" "$APP_LOG_DIR"
+  # A running instance of another layout (N=1's shared gpu-worker beside hosts, or hosts beyond N) would
+  # serve queues this one does not expect: stop first.
+  planned=" $(services | tr '\n' ' ') "
+  for inst in $(running_instances); do
+    if app_pid "$inst" >/dev/null && [[ "$planned" != *" $inst "* ]]; then
+      die "$inst is running but AGENTRUN_HOSTS=$n does not run it: apps-down first"
+    fi
+  done
+  echo "$n" >"$HOSTS_FILE"
   export_app_env
   # The schema is migrated as its own step, as in production; the services then find it current.
   say "migrating the database"
   npm run --silent migrate || die "npm run migrate failed"
-  local app pid port deadline
+  local app pid port deadline log
   for app in $(services); do
     if pid="$(app_pid "$app")"; then
       say "$app already running (pid $pid)"
       continue
     fi
     [ -f "$(main_of "$app")" ] || die "$(main_of "$app") is missing: run npm run build"
+    if [ -n "$(host_of "$app")" ]; then mkdir -p "$HOSTS_DIR/$(host_of "$app")/workspaces"; fi
     (
+      instance_env "$app"
       if [ "$(stack_profile)" = secure ] && [ -f "$SECURE_DIR/env/$app.env" ]; then
         set -a
         # shellcheck disable=SC1090
@@ -131,13 +234,14 @@ apps_up() {
   done
   for app in $(services); do
     port="$(port_of "$app")"
+    log="$APP_LOG_DIR/$app.log"
     deadline=$(( $(date +%s) + APP_READY_TIMEOUT ))
     until curl -fsS "http://127.0.0.1:$port$(health_path "$app")" >/dev/null 2>&1; do
       if ! app_pid "$app" >/dev/null; then
-        tail -n 30 "$APP_LOG_DIR/$app.log" >&2 || true
-        die "$app exited during start (log: $APP_LOG_DIR/$app.log)"
+        tail -n 30 "$log" >&2 || true
+        die "$app exited during start (log: $log)"
       fi
-      [ "$(date +%s)" -lt "$deadline" ] || { tail -n 30 "$APP_LOG_DIR/$app.log" >&2; die "$app not ready after ${APP_READY_TIMEOUT}s"; }
+      [ "$(date +%s)" -lt "$deadline" ] || { tail -n 30 "$log" >&2; die "$app not ready after ${APP_READY_TIMEOUT}s"; }
       sleep 0.3
     done
     say "$app ready on :$port (pid $(app_pid "$app"))"
@@ -145,13 +249,17 @@ apps_up() {
 }
 
 apps_down() {
-  local app pid waited
-  for app in "${APPS[@]}" model-server; do
+  local app pid waited instances
+  declare -A pids=()
+  instances="$(running_instances)"
+  for app in $instances; do
     pid="$(app_pid "$app")" || continue
+    pids[$app]="$pid"
     kill -TERM "$pid" 2>/dev/null || true
   done
-  for app in "${APPS[@]}" model-server; do
-    pid="$(app_pid "$app")" || continue
+  for app in $instances; do
+    pid="${pids[$app]:-}"
+    [ -n "$pid" ] || continue
     waited=0
     while kill -0 "$pid" 2>/dev/null && [ "$waited" -lt $((APP_STOP_TIMEOUT * 10)) ]; do
       sleep 0.1
@@ -164,6 +272,7 @@ apps_down() {
     rm -f "$APP_RUN_DIR/$app.pid"
     say "$app stopped"
   done
+  if [ -z "$(running_instances)" ]; then rm -f "$HOSTS_FILE"; fi
 }
 
 demo_run() {
@@ -176,6 +285,7 @@ demo_run() {
 start() {
   local t0 demo
   t0=$(date +%s)
+  check_hosts "$AGENTRUN_STACK_PROFILE"
   ensure_installed
   build
   bash "$SCRIPT_DIR/stack.sh" up
@@ -193,6 +303,15 @@ AgentRun is up in $(( $(date +%s) - t0 ))s (local mode: the org comes from the X
 Ctrl-C here, or 'npm run stop' elsewhere, stops everything.
 
 MSG
+  if [ "$(host_count)" != 1 ]; then
+    local k
+    echo "Workspace hosts (AGENTRUN_HOSTS=$(host_count)), each with its own workspace root .stack/data/hosts/<host>/workspaces:"
+    for k in $(seq 1 "$(host_count)"); do
+      printf '  h%s  orchestrator@h%s :%s  gpu-worker@h%s :%s  snapshotter@h%s :%s\n' "$k" \
+        "$k" "$(port_of "orchestrator@h$k")" "$k" "$(port_of "gpu-worker@h$k")" "$k" "$(port_of "snapshotter@h$k")"
+    done
+    echo
+  fi
   if [ "$(stack_profile)" = secure ]; then
     cat <<MSG
 Secure profile: Kafka SASL_SSL with ACLs, Postgres TLS only, Temporal over mTLS (files in .stack/secure/).
@@ -214,10 +333,23 @@ stop() {
 }
 
 status() {
-  local app pid rc=0
+  local app pid rc=0 expected host
   bash "$SCRIPT_DIR/stack.sh" status || rc=1
-  for app in $(services); do
-    if pid="$(app_pid "$app")"; then say "$app running (pid $pid, :$(port_of "$app"))"; else say "$app stopped"; rc=1; fi
+  expected=" $(services recorded | tr '\n' ' ') "
+  [ "$(host_count recorded)" = 1 ] || say "workspace hosts: $(host_count recorded)"
+  for app in $(services recorded); do
+    host="$(host_of "$app")"
+    if pid="$(app_pid "$app")"; then
+      say "${host:+[$host] }$app running (pid $pid, :$(port_of "$app"))"
+    else
+      say "${host:+[$host] }$app stopped"
+      rc=1
+    fi
+  done
+  # Anything else still running from an earlier apps-up with another AGENTRUN_HOSTS.
+  for app in $(running_instances); do
+    [[ "$expected" != *" $app "* ]] || continue
+    if pid="$(app_pid "$app")"; then say "$app running (pid $pid, :$(port_of "$app")), not part of this layout"; rc=1; fi
   done
   return $rc
 }
@@ -225,8 +357,8 @@ status() {
 case "${1:-}" in
   start) start ;;
   stop) stop ;;
-  apps-up) export_app_env; apps_up ;;
+  apps-up) apps_up ;;
   apps-down) apps_down ;;
-  status) status ;;
+  status) host_count recorded >/dev/null; status ;;
   *) die "usage: platform.sh start|stop|apps-up|apps-down|status" ;;
 esac
