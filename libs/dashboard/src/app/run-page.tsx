@@ -122,6 +122,12 @@ export function RunPage({ runId }: { runId: string }) {
               </dd>
             </div>
           )}
+          {state?.workspace_host && (
+            <div>
+              <dt>Workspace host</dt>
+              <dd data-testid="workspace-host">{state.workspace_host}</dd>
+            </div>
+          )}
           {state?.reason !== undefined && (
             <div>
               <dt>Reason</dt>
@@ -305,8 +311,11 @@ function StepChart({ events }: { events: RunEvent[] }) {
   const perLane = lanes.map((lane) => {
     const mine = steps.filter((s) => s.lane === lane);
     const total = mine.reduce((sum, s) => sum + s.seconds, 0);
-    return { lane, count: mine.length, total, mean: total / mine.length };
+    const hosts = [...new Set(mine.flatMap((s) => (s.host ? [s.host] : [])))];
+    return { lane, count: mine.length, total, mean: total / mine.length, hosts };
   });
+  // Lanes are grouped without their workspace host; the hosts they ran on stay in the table (and in the timeline).
+  const onHosts = perLane.some((l) => l.hosts.length > 0);
   return (
     <section class="panel steps" aria-labelledby="steps-title">
       <h2 id="steps-title">Step durations per lane</h2>
@@ -331,6 +340,7 @@ function StepChart({ events }: { events: RunEvent[] }) {
                 <th scope="col">Steps</th>
                 <th scope="col">Mean</th>
                 <th scope="col">Total</th>
+                {onHosts && <th scope="col">Hosts</th>}
               </tr>
             </thead>
             <tbody>
@@ -340,6 +350,7 @@ function StepChart({ events }: { events: RunEvent[] }) {
                   <td>{l.count}</td>
                   <td>{`${l.mean.toFixed(2)} s`}</td>
                   <td>{`${l.total.toFixed(2)} s`}</td>
+                  {onHosts && <td>{l.hosts.join(', ')}</td>}
                 </tr>
               ))}
             </tbody>

@@ -1,5 +1,5 @@
 import type { RunEvent, SnapshotRow } from '@agentrun/contracts';
-import { agentGauge, describeEvent, EventLog, evalSummary, mergeSnapshots, stepDurations } from './run-view';
+import { agentGauge, describeEvent, EventLog, evalSummary, mergeSnapshots, splitLane, stepDurations } from './run-view';
 
 const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
 const ev = (seq: number, type: string, payload: Record<string, unknown> = {}, ts = at(seq)): RunEvent => ({
@@ -45,6 +45,32 @@ describe('the run page model', () => {
       { step: 1, lane: 'cpu-tools', label: 'search', seconds: 3 },
       { step: 2, lane: 'gpu-tools', label: 'embed', seconds: 4 },
     ]);
+  });
+
+  it('a lane on a workspace host is charted as its lane, with the host kept apart', () => {
+    expect(splitLane('cpu-tools@h1')).toEqual({ lane: 'cpu-tools', host: 'h1' });
+    expect(splitLane('t-42-gpu-tools@host-2')).toEqual({ lane: 't-42-gpu-tools', host: 'host-2' });
+    expect(splitLane('cpu-tools')).toEqual({ lane: 'cpu-tools' });
+    expect(splitLane('model')).toEqual({ lane: 'model' });
+    // A run whose workspace moved from h1 to h2: still one series per lane.
+    const events = [
+      ev(1, 'run_started', { state: { status: 'running' } }, at(0)),
+      ev(2, 'step_completed', { step: 0, kind: 'tool', tool: 'search', lane: 'cpu-tools@h1' }, at(1)),
+      ev(3, 'step_completed', { step: 1, kind: 'tool', tool: 'embed', lane: 'gpu-tools@h1' }, at(3)),
+      ev(4, 'workspace_moved', { from: 'h1', to: 'h2', snapshot_id: 'snap-0001', steps_replayed: 1 }, at(10)),
+      ev(5, 'step_completed', { step: 2, kind: 'tool', tool: 'search', lane: 'cpu-tools@h2' }, at(12)),
+      ev(6, 'step_completed', { step: 3, kind: 'llm' }, at(13)),
+    ];
+    const steps = stepDurations(events);
+    expect(steps).toEqual([
+      { step: 0, lane: 'cpu-tools', host: 'h1', label: 'search', seconds: 1 },
+      { step: 1, lane: 'gpu-tools', host: 'h1', label: 'embed', seconds: 2 },
+      { step: 2, lane: 'cpu-tools', host: 'h2', label: 'search', seconds: 9 },
+      { step: 3, lane: 'model', label: 'llm', seconds: 1 },
+    ]);
+    expect([...new Set(steps.map((s) => s.lane))]).toEqual(['cpu-tools', 'gpu-tools', 'model']);
+    // The step's own line keeps the host.
+    expect(describeEvent(events[4])).toBe('step 2 · search on cpu-tools@h2');
   });
 
   it('an eval state becomes a grid in case order, with the score so far', () => {
@@ -98,6 +124,10 @@ describe('the run page model', () => {
       'step 4 · embed on gpu-tools · attempt 2 · duplicate (served from the ledger)',
     );
     expect(describeEvent(ev(1, 'case_finished', { case_id: 'c-1', status: 'ok', score: 0.5 }))).toBe('case c-1: ok, score 0.5');
+    expect(describeEvent(ev(1, 'workspace_moved', { from: 'h1', to: 'h2', snapshot_id: 'snap-0003', steps_replayed: 2 }))).toBe(
+      'workspace moved h1 → h2 from snap-0003, 2 steps replayed',
+    );
+    expect(describeEvent(ev(1, 'workspace_moved', { from: 'h1', to: 'h2', steps_replayed: 1 }))).toBe('workspace moved h1 → h2 (fresh workspace), 1 step replayed');
     expect(describeEvent(ev(1, 'something_new'))).toBe('something new');
   });
 });

@@ -44,9 +44,22 @@ export class EventLog {
   }
 }
 
-/** A step that ran no tool has no lane of its own: name it by what it was. */
+/**
+ * A step's lane as the event gives it: on a workspace host that is the host's own task queue
+ * (`cpu-tools@h1`). A step that ran no tool has no lane of its own: name it by what it was.
+ */
 export function laneOf(payload: RunEventOf<'step_completed'>['payload']): string {
   return payload.lane || (payload.kind === 'llm' ? 'model' : payload.kind === 'research' ? 'research child' : String(payload.kind ?? 'other'));
+}
+
+/**
+ * A lane and the workspace host it ran on, apart: `cpu-tools@h1` is the lane `cpu-tools` on host `h1`,
+ * so a run whose workspace moved from one host to another keeps one series per lane.
+ */
+export function splitLane(lane: string): { lane: string; host?: string } {
+  const at = lane.lastIndexOf('@');
+  if (at <= 0 || at === lane.length - 1) return { lane };
+  return { lane: lane.slice(0, at), host: lane.slice(at + 1) };
 }
 
 /**
@@ -87,6 +100,12 @@ export function describeEvent(event: RunEvent): string {
       const p = event.payload;
       return `case ${p.case_id || '?'}: ${p.status || '?'}${p.score !== undefined ? `, score ${p.score}` : ''}${p.error_type ? ` (${p.error_type})` : ''}`;
     }
+    case 'workspace_moved': {
+      const p = event.payload;
+      const from = p.snapshot_id ? ` from ${p.snapshot_id}` : ' (fresh workspace)';
+      const replayed = p.steps_replayed ?? 0;
+      return `workspace moved ${p.from || '?'} → ${p.to || '?'}${from}, ${replayed} step${replayed === 1 ? '' : 's'} replayed`;
+    }
     case 'run_finished':
       return `run finished: ${status ?? '?'}${event.payload.state?.message ? ` (${event.payload.state.message})` : ''}`;
     default:
@@ -118,7 +137,10 @@ export function mergeSnapshots(fromApi: SnapshotRow[], events: RunEvent[]): Snap
 
 export interface StepDuration {
   step: number;
+  /** The lane without its workspace host (`cpu-tools`, not `cpu-tools@h1`): what the charts group by. */
   lane: string;
+  /** The workspace host the step ran on, when its lane names one. */
+  host?: string;
   label: string;
   seconds: number;
 }
@@ -143,7 +165,8 @@ export function stepDurations(events: RunEvent[]): StepDuration[] {
     } else if (event.type === 'step_completed') {
       const p = event.payload;
       if (since !== undefined && !paused) {
-        out.push({ step: p.step ?? out.length, lane: laneOf(p), label: p.tool || String(p.kind ?? 'step'), seconds: Math.max(0, (at - since) / 1000) });
+        const { lane, host } = splitLane(laneOf(p));
+        out.push({ step: p.step ?? out.length, lane, ...(host ? { host } : {}), label: p.tool || String(p.kind ?? 'step'), seconds: Math.max(0, (at - since) / 1000) });
       }
       since = at;
     }
