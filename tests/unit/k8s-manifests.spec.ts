@@ -1,9 +1,12 @@
 /**
  * The Kubernetes manifests (deploy/k8s), rendered per overlay with `kubectl kustomize`, against the code
- * they deploy: every Deployment starts one app with its probes on the app's own port, resources, a
- * non-root context and a grace period above the drain deadline, and sets what the app needs in a
- * cluster, checked by loading the app's own config spec from the environment the Deployment gives it
- * (ConfigMap, env, secret files). The KEDA triggers name the code's topics, groups and task queues.
+ * they deploy: every container of every workload (the Deployments, and the workspace-host StatefulSet
+ * whose pods each run one workspace host's three processes) starts one app with its probes on the
+ * app's own port, resources, a non-root context and a grace period above the drain deadline, and sets
+ * what the app needs in a cluster, checked by loading the app's own config spec from the environment
+ * the workload gives it (ConfigMap, env, secret files, the pod's name). No pod mounts a volume another
+ * pod can mount: a host's workspaces are on a claim of its own, objects in S3. The KEDA triggers name
+ * the code's topics, groups and shared task queues.
  *
  * kubectl is required: `bash deploy/k8s/validate.sh` (the manifests tier, which runs first) installs it.
  */
@@ -13,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join, relative } from 'node:path';
 import { parseAllDocuments } from 'yaml';
 import { ConfigError, loadConfig, loadServiceConfig, type Env, type Spec } from '@agentrun/config';
-import { TASK_QUEUES, TOPICS } from '@agentrun/contracts';
+import { TASK_QUEUES, TOPICS, WORKSPACE_HOST_PATTERN } from '@agentrun/contracts';
 import { gatewaySpec } from '../../apps/gateway/src/config';
 import { gpuWorkerSpec } from '../../apps/gpu-worker/src/config';
 import { COMMAND_GROUP } from '../../apps/orchestrator/src/command-consumer';
@@ -37,16 +40,35 @@ interface App {
   role?: 'commands' | 'workflows' | 'cpu-tools';
 }
 
-/** Every Deployment the manifests must have, and the app each one runs. */
-const DEPLOYMENTS: Record<string, App> = {
-  gateway: { app: 'gateway', spec: gatewaySpec, host: 'GATEWAY_HOST', port: 'GATEWAY_PORT' },
-  'orchestrator-commands': { app: 'orchestrator', spec: orchestratorSpec, host: 'ORCHESTRATOR_HOST', port: 'ORCHESTRATOR_PORT', role: 'commands' },
-  'orchestrator-workflows': { app: 'orchestrator', spec: orchestratorSpec, host: 'ORCHESTRATOR_HOST', port: 'ORCHESTRATOR_PORT', role: 'workflows' },
-  'orchestrator-cpu-tools': { app: 'orchestrator', spec: orchestratorSpec, host: 'ORCHESTRATOR_HOST', port: 'ORCHESTRATOR_PORT', role: 'cpu-tools' },
-  projector: { app: 'projector', spec: projectorSpec, host: 'PROJECTOR_HOST', port: 'PROJECTOR_PORT' },
-  'gpu-worker': { app: 'gpu-worker', spec: gpuWorkerSpec, host: 'GPU_WORKER_HOST', port: 'GPU_WORKER_PORT' },
-  snapshotter: { app: 'snapshotter', spec: snapshotterSpec, host: 'SNAPSHOTTER_HOST', port: 'SNAPSHOTTER_PORT' },
+interface Workload {
+  kind: 'Deployment' | 'StatefulSet';
+  /** Each container's name and the app it runs. */
+  containers: Record<string, App>;
+  /** A workspace host: its containers are named after the pod and share the pod's own workspace claim. */
+  workspaceHost?: boolean;
+}
+
+const GATEWAY: App = { app: 'gateway', spec: gatewaySpec, host: 'GATEWAY_HOST', port: 'GATEWAY_PORT' };
+const orchestrator = (role: App['role']): App => ({ app: 'orchestrator', spec: orchestratorSpec, host: 'ORCHESTRATOR_HOST', port: 'ORCHESTRATOR_PORT', role });
+
+/** Every workload the manifests must have, and the app each of its containers runs. */
+const WORKLOADS: Record<string, Workload> = {
+  gateway: { kind: 'Deployment', containers: { gateway: GATEWAY } },
+  'orchestrator-commands': { kind: 'Deployment', containers: { 'orchestrator-commands': orchestrator('commands') } },
+  'orchestrator-workflows': { kind: 'Deployment', containers: { 'orchestrator-workflows': orchestrator('workflows') } },
+  projector: { kind: 'Deployment', containers: { projector: { app: 'projector', spec: projectorSpec, host: 'PROJECTOR_HOST', port: 'PROJECTOR_PORT' } } },
+  'workspace-host': {
+    kind: 'StatefulSet',
+    workspaceHost: true,
+    containers: {
+      orchestrator: orchestrator('cpu-tools'),
+      'gpu-worker': { app: 'gpu-worker', spec: gpuWorkerSpec, host: 'GPU_WORKER_HOST', port: 'GPU_WORKER_PORT' },
+      snapshotter: { app: 'snapshotter', spec: snapshotterSpec, host: 'SNAPSHOTTER_HOST', port: 'SNAPSHOTTER_PORT' },
+    },
+  },
 };
+/** Every (workload, container) pair, for one test each. */
+const CONTAINERS: [string, string][] = Object.entries(WORKLOADS).flatMap(([name, w]) => Object.keys(w.containers).map((c): [string, string] => [name, c]));
 
 /**
  * Settings the other parts of this change add to the libs' groups (Kafka security and topics,
@@ -68,7 +90,7 @@ const SECRET_SETTINGS = ['KAFKA_SASL_PASSWORD', 'KAFKA_SASL_OAUTHBEARER_CLIENT_S
 /** Read by the AWS SDK's default credential chain, not by our specs. */
 const AWS_SETTINGS = /^AWS_/;
 const KNOWN_SETTINGS = new Set([
-  ...Object.values(DEPLOYMENTS).flatMap((d) => Object.keys(d.spec)),
+  ...Object.values(WORKLOADS).flatMap((w) => Object.values(w.containers).flatMap((c) => Object.keys(c.spec))),
   ...AGREED_SETTINGS,
   ...SECRET_SETTINGS.map((key) => `${key}_FILE`),
 ]);
@@ -100,16 +122,30 @@ function objectsOf(overlay: Overlay): K8sObject[] {
 }
 const find = (objects: K8sObject[], kind: string, name: string) => objects.find((o) => o.kind === kind && o.metadata?.name === name);
 
-/** The environment a container starts with: envFrom ConfigMaps first, then env (which wins). Secret values resolve where the overlay renders the Secret. */
-function environmentOf(objects: K8sObject[], container: K8sObject): { env: Env; fromSecret: Map<string, string> } {
+/** A name the workload's pods get: a StatefulSet's are `<name>-<ordinal>`, a Deployment's `<name>-<hash>-<suffix>`. */
+const podNameOf = (workload: K8sObject, ordinal = 0): string =>
+  workload.kind === 'StatefulSet' ? `${workload.metadata.name}-${ordinal}` : `${workload.metadata.name}-5d9c7b8f4-x2x7k`;
+
+/**
+ * The environment a container starts with: envFrom ConfigMaps first, then env (which wins). Secret values
+ * resolve where the overlay renders the Secret; `metadata.name` from the downward API is a pod name of the workload.
+ */
+function environmentOf(objects: K8sObject[], container: K8sObject, podName = 'pod-0'): { env: Env; fromSecret: Map<string, string>; fromField: Map<string, string> } {
   const env: Env = {};
   const fromSecret = new Map<string, string>();
+  const fromField = new Map<string, string>();
   for (const source of container.envFrom ?? []) {
     const map = source.configMapRef ? find(objects, 'ConfigMap', source.configMapRef.name) : undefined;
     if (source.configMapRef && !map) throw new Error(`envFrom names a missing ConfigMap ${source.configMapRef.name}`);
     Object.assign(env, map?.data ?? {});
   }
   for (const entry of container.env ?? []) {
+    const field = entry.valueFrom?.fieldRef?.fieldPath;
+    if (field) {
+      fromField.set(entry.name, field);
+      env[entry.name] = field === 'metadata.name' ? podName : `value of ${field}`;
+      continue;
+    }
     const ref = entry.valueFrom?.secretKeyRef;
     if (!ref) {
       env[entry.name] = entry.value ?? '';
@@ -122,7 +158,7 @@ function environmentOf(objects: K8sObject[], container: K8sObject): { env: Env; 
     if (secret) env[entry.name] = value === undefined ? undefined : secret.data ? Buffer.from(value, 'base64').toString('utf8') : value;
     else if (!ref.optional) env[entry.name] = `value of ${ref.name}/${ref.key}`;
   }
-  return { env, fromSecret };
+  return { env, fromSecret, fromField };
 }
 
 /** Secret names behind a volume (a secret or a projection of secrets), or undefined for any other kind. */
@@ -167,18 +203,20 @@ function withSecretFiles(objects: K8sObject[], pod: K8sObject, container: K8sObj
 const isLoopback = (value: unknown): boolean =>
   (Array.isArray(value) ? value : [value]).some((v) => typeof v === 'string' && /(^|[/@:])(127\.0\.0\.1|localhost)([:/]|$)/.test(v));
 
-/** Every problem with one Deployment as rendered in one overlay; empty when it is right. */
-function problemsOfDeployment(objects: K8sObject[], deployment: K8sObject, app: App): string[] {
+/**
+ * Every problem with one container of a workload as rendered in one overlay; empty when it is right.
+ * On a workspace host, the container is named after its pod and keeps WORKSPACE_ROOT on the pod's own claim.
+ */
+function problemsOfContainer(objects: K8sObject[], workload: K8sObject, containerName: string, app: App, workspaceHost = false): string[] {
   const problems: string[] = [];
-  const pod = deployment.spec?.template?.spec ?? {};
-  const containers: K8sObject[] = pod.containers ?? [];
-  if (containers.length !== 1) return [`has ${containers.length} containers, expected 1`];
-  const [container] = containers;
+  const pod = workload.spec?.template?.spec ?? {};
+  const container: K8sObject | undefined = (pod.containers ?? []).find((c: K8sObject) => c.name === containerName);
+  if (!container) return [`has no container ${containerName}`];
 
   const command = [...(container.command ?? []), ...(container.args ?? [])];
   if (command.join(' ') !== `node apps/${app.app}/dist/main.js`) problems.push(`runs '${command.join(' ')}', expected 'node apps/${app.app}/dist/main.js'`);
 
-  const { env } = environmentOf(objects, container);
+  const { env, fromField } = environmentOf(objects, container, podNameOf(workload));
   for (const key of Object.keys(env)) {
     if (!KNOWN_SETTINGS.has(key) && !AWS_SETTINGS.test(key)) problems.push(`sets ${key}, which no service reads`);
   }
@@ -187,6 +225,14 @@ function problemsOfDeployment(objects: K8sObject[], deployment: K8sObject, app: 
   if (app.role && env.ORCHESTRATOR_ROLES !== app.role) problems.push(`ORCHESTRATOR_ROLES is '${env.ORCHESTRATOR_ROLES}', expected ${app.role}`);
   if (env.DATABASE_URL && new URL(env.DATABASE_URL).password) problems.push('DATABASE_URL carries a password; it belongs in DATABASE_PASSWORD_FILE');
   if (env.DATABASE_URL && !env.DATABASE_PASSWORD && !env.DATABASE_PASSWORD_FILE) problems.push('no DATABASE_PASSWORD_FILE');
+  // Objects must be where every host and the gateway reach them: a bucket, never a directory.
+  if ('OBJECT_STORE_S3_BUCKET' in app.spec && !env.OBJECT_STORE_S3_BUCKET) problems.push('keeps objects in a directory (OBJECT_STORE_S3_BUCKET is empty); a cluster needs S3');
+  if (workspaceHost) {
+    if (fromField.get('AGENTRUN_WORKSPACE_HOST_ID') !== 'metadata.name') problems.push('AGENTRUN_WORKSPACE_HOST_ID is not the pod name (fieldRef metadata.name)');
+    if (!new RegExp(WORKSPACE_HOST_PATTERN).test(podNameOf(workload, 999))) problems.push(`pod names like ${podNameOf(workload, 999)} do not match ${WORKSPACE_HOST_PATTERN}`);
+  } else if (env.AGENTRUN_WORKSPACE_HOST_ID !== undefined) {
+    problems.push('sets AGENTRUN_WORKSPACE_HOST_ID, but is not a workspace host');
+  }
 
   // The settings a cluster must give: every default that points at this machine, and every secret with a default.
   const defaults = loadConfig(app.spec, {}) as Record<string, unknown>;
@@ -210,6 +256,11 @@ function problemsOfDeployment(objects: K8sObject[], deployment: K8sObject, app: 
     if (!((pod.terminationGracePeriodSeconds ?? 30) * 1000 > config.SHUTDOWN_GRACE_MS)) {
       problems.push(`terminationGracePeriodSeconds ${pod.terminationGracePeriodSeconds ?? 30} is not above SHUTDOWN_GRACE_MS ${config.SHUTDOWN_GRACE_MS}`);
     }
+    if (workspaceHost) {
+      const claims = new Set((workload.spec?.volumeClaimTemplates ?? []).map((t: K8sObject) => t.metadata?.name));
+      const mount = (container.volumeMounts ?? []).find((m: K8sObject) => m.mountPath === config.WORKSPACE_ROOT);
+      if (!mount || !claims.has(mount.name)) problems.push(`WORKSPACE_ROOT ${config.WORKSPACE_ROOT} is not the mount of one of the pod's own claims`);
+    }
   } catch (err) {
     if (!(err instanceof ConfigError)) throw err;
     problems.push(...err.problems.map((p) => `config: ${p}`));
@@ -231,24 +282,92 @@ function problemsOfDeployment(objects: K8sObject[], deployment: K8sObject, app: 
   return problems;
 }
 
+/** Volume kinds that belong to one pod and nothing else: a pod may have these, and no other. */
+const POD_OWN_VOLUMES = ['secret', 'projected', 'configMap', 'emptyDir', 'downwardAPI'];
+/** Access modes a claim of one pod may have. */
+const SINGLE_POD_MODES = ['ReadWriteOnce', 'ReadWriteOncePod'];
+
+/** The pod spec of any object that makes pods (Deployment, StatefulSet, Job, DaemonSet, ...), or of a bare Pod. */
+const podSpecOf = (o: K8sObject): K8sObject | undefined => (o.kind === 'Pod' ? o.spec : o.spec?.template?.spec);
+
+/**
+ * Every way an object could put a volume in reach of more than one workload: a standalone claim (any pod
+ * may name it) or one that is ReadWriteMany, a pod volume that is not the pod's own (a claim, NFS, a host
+ * path, ...), a StatefulSet's per-pod claim that more than one node could mount.
+ */
+function sharedVolumeProblems(o: K8sObject): string[] {
+  const name = `${o.kind} ${o.metadata?.name}`;
+  const problems: string[] = [];
+  if (o.kind === 'PersistentVolumeClaim') problems.push(`${name}: a standalone claim (${(o.spec?.accessModes ?? []).join(',')}) any pod may mount`);
+  if (o.kind === 'PersistentVolume') problems.push(`${name}: a volume outside any pod's own claims`);
+  for (const volume of podSpecOf(o)?.volumes ?? []) {
+    const kinds = Object.keys(volume).filter((k) => k !== 'name');
+    if (!kinds.every((k) => POD_OWN_VOLUMES.includes(k))) problems.push(`${name}: volume ${volume.name} is ${kinds.join(',')}, which another pod can mount`);
+  }
+  for (const template of o.spec?.volumeClaimTemplates ?? []) {
+    const modes: string[] = template.spec?.accessModes ?? [];
+    if (modes.length === 0 || !modes.every((m) => SINGLE_POD_MODES.includes(m))) problems.push(`${name}: claim template ${template.metadata?.name} is ${modes.join(',')}`);
+  }
+  return problems;
+}
+
 describe.each(OVERLAYS)('the %s overlay', (overlay) => {
-  const deployments = () => objectsOf(overlay).filter((o) => o.kind === 'Deployment');
+  const workloads = () => objectsOf(overlay).filter((o) => o.kind === 'Deployment' || o.kind === 'StatefulSet');
 
-  it('has exactly one Deployment per app and orchestrator role', () => {
-    expect(deployments().map((d) => d.metadata.name).sort()).toEqual(Object.keys(DEPLOYMENTS).sort());
+  it('has exactly one workload per app and orchestrator role, the workspace hosts one StatefulSet', () => {
+    const kinds = (list: [string, string][]) => list.sort(([a], [b]) => a.localeCompare(b));
+    expect(kinds(workloads().map((w) => [w.metadata.name, w.kind]))).toEqual(kinds(Object.entries(WORKLOADS).map(([name, w]) => [name, w.kind])));
+    for (const [name, expected] of Object.entries(WORKLOADS)) {
+      const containers = find(objectsOf(overlay), expected.kind, name)?.spec.template.spec.containers.map((c: K8sObject) => c.name);
+      expect({ name, containers }).toEqual({ name, containers: Object.keys(expected.containers) });
+    }
   });
 
-  it.each(Object.keys(DEPLOYMENTS))('%s: probes on its port, resources, non-root, grace period, and every setting its app needs', (name) => {
-    const deployment = find(objectsOf(overlay), 'Deployment', name);
-    expect(deployment).toBeDefined();
-    expect(problemsOfDeployment(objectsOf(overlay), deployment!, DEPLOYMENTS[name])).toEqual([]);
+  it.each(CONTAINERS)('%s, container %s: probes on its port, resources, non-root, grace period, and every setting its app needs', (name, container) => {
+    const workload = find(objectsOf(overlay), WORKLOADS[name].kind, name);
+    expect(workload).toBeDefined();
+    expect(problemsOfContainer(objectsOf(overlay), workload!, container, WORKLOADS[name].containers[container], WORKLOADS[name].workspaceHost)).toEqual([]);
   });
 
-  it('gives each Deployment a PodDisruptionBudget and a Service that select its pods', () => {
-    for (const deployment of deployments()) {
-      const labels = deployment.spec.template.metadata.labels;
+  it("gives each container of a pod its own port", () => {
+    for (const workload of workloads()) {
+      const ports = workload.spec.template.spec.containers.flatMap((c: K8sObject) => (c.ports ?? []).map((p: K8sObject) => p.containerPort));
+      expect({ name: workload.metadata.name, ports }).toEqual({ name: workload.metadata.name, ports: [...new Set(ports)] });
+    }
+  });
+
+  it('mounts no volume that another workload can mount: no standalone or ReadWriteMany claim, no shared disk in any pod', () => {
+    expect(objectsOf(overlay).flatMap(sharedVolumeProblems)).toEqual([]);
+    const claims = objectsOf(overlay).flatMap((o) => [
+      ...(o.kind === 'PersistentVolumeClaim' ? [o.spec] : []),
+      ...(o.spec?.volumeClaimTemplates ?? []).map((t: K8sObject) => t.spec),
+    ]);
+    expect(claims.filter((c) => (c.accessModes ?? []).includes('ReadWriteMany'))).toEqual([]);
+  });
+
+  it("gives each workspace host one claim of its own for WORKSPACE_ROOT, mounted by the host's three containers and no other", () => {
+    for (const [name, expected] of Object.entries(WORKLOADS).filter(([, w]) => w.workspaceHost)) {
+      const host = find(objectsOf(overlay), 'StatefulSet', name)!;
+      const claims = host.spec.volumeClaimTemplates.map((t: K8sObject) => t.metadata.name);
+      expect(claims).toHaveLength(1);
+      const mounts = host.spec.template.spec.containers.map((c: K8sObject) => {
+        const { env } = environmentOf(objectsOf(overlay), c, podNameOf(host));
+        const mount = (c.volumeMounts ?? []).find((m: K8sObject) => claims.includes(m.name));
+        return { container: c.name, root: env.WORKSPACE_ROOT, claim: mount?.name, path: mount?.mountPath, subPath: mount?.subPath };
+      });
+      expect(mounts).toEqual(Object.keys(expected.containers).map((container) => ({ ...mounts[0], container })));
+      expect(mounts[0].path).toBe(mounts[0].root);
+      // The headless Service that gives the hosts their stable names.
+      const service = find(objectsOf(overlay), 'Service', host.spec.serviceName);
+      expect(service?.spec.clusterIP).toBe('None');
+    }
+  });
+
+  it('gives each workload a PodDisruptionBudget and a Service that select its pods', () => {
+    for (const workload of workloads()) {
+      const labels = workload.spec.template.metadata.labels;
       const selects = (selector: Record<string, string> = {}) => Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => labels[k] === v);
-      const name = deployment.metadata.name;
+      const name = workload.metadata.name;
       expect({ name, pdb: objectsOf(overlay).some((o) => o.kind === 'PodDisruptionBudget' && selects(o.spec.selector?.matchLabels)) }).toEqual({ name, pdb: true });
       expect({ name, service: objectsOf(overlay).some((o) => o.kind === 'Service' && selects(o.spec.selector)) }).toEqual({ name, service: true });
     }
@@ -275,10 +394,11 @@ const KEDA_SASL: Record<string, string> = { PLAIN: 'plaintext', 'SCRAM-SHA-256':
 describe('the production overlay', () => {
   const objects = () => objectsOf('production');
   const scaledObjects = () => objects().filter((o) => o.kind === 'ScaledObject');
+  const targetOf = (scaled: K8sObject): K8sObject | undefined => find(objects(), scaled.spec.scaleTargetRef.kind ?? 'Deployment', scaled.spec.scaleTargetRef.name);
   const envOfTarget = (scaled: K8sObject): Env => {
-    const deployment = find(objects(), 'Deployment', scaled.spec.scaleTargetRef.name);
-    expect(deployment).toBeDefined();
-    return environmentOf(objects(), deployment!.spec.template.spec.containers[0]).env;
+    const target = targetOf(scaled);
+    expect(target).toBeDefined();
+    return environmentOf(objects(), target!.spec.template.spec.containers[0], podNameOf(target!)).env;
   };
 
   it('scales the command consumer and the projector on their own group and topic', () => {
@@ -304,12 +424,13 @@ describe('the production overlay', () => {
     }
   });
 
-  it("scales each Temporal worker on its own lanes' task queues in the services' namespace", () => {
+  it("scales the workflow workers and the workspace hosts on shared task queues in the services' namespace", () => {
+    // A host's own queues (cpu-tools@<host>, ...) only hold work of runs already on it: the hosts scale
+    // on the shared cpu-tools queue, where new runs claim a host, and on the shared gpu-eval queue their
+    // gpu-workers serve.
     const expected: Record<string, string[]> = {
       'orchestrator-workflows': [TASK_QUEUES.agentWorkflows],
-      'orchestrator-cpu-tools': [TASK_QUEUES.cpuTools],
-      'gpu-worker': [TASK_QUEUES.gpuTools, TASK_QUEUES.gpuEval],
-      snapshotter: [TASK_QUEUES.snapshots],
+      'workspace-host': [TASK_QUEUES.cpuTools, TASK_QUEUES.gpuEval],
     };
     for (const [name, queues] of Object.entries(expected)) {
       const scaled = find(objects(), 'ScaledObject', name);
@@ -317,6 +438,7 @@ describe('the production overlay', () => {
       const env = envOfTarget(scaled!);
       const triggers: K8sObject[] = scaled!.spec.triggers;
       expect({ name, queues: triggers.map((t) => t.type === 'temporal' && t.metadata.taskQueue) }).toEqual({ name, queues });
+      expect(Object.values(TASK_QUEUES)).toEqual(expect.arrayContaining(queues));
       for (const { metadata, authenticationRef } of triggers) {
         expect({ name, namespace: metadata.namespace }).toEqual({ name, namespace: env.TEMPORAL_NAMESPACE });
         expect(env[metadata.endpointFromEnv] ?? metadata.endpoint).toBe(env.TEMPORAL_ADDRESS);
@@ -325,27 +447,45 @@ describe('the production overlay', () => {
     }
   });
 
-  it('leaves the replica count of every scaled Deployment to KEDA', () => {
-    expect(scaledObjects()).toHaveLength(6);
+  it('names a task queue or topic the code has in every KEDA trigger', () => {
+    const sharedQueues: string[] = [TASK_QUEUES.agentWorkflows, TASK_QUEUES.cpuTools, TASK_QUEUES.gpuEval];
     for (const scaled of scaledObjects()) {
-      const deployment = find(objects(), 'Deployment', scaled.spec.scaleTargetRef.name);
-      expect({ name: scaled.metadata.name, replicas: deployment?.spec.replicas }).toEqual({ name: scaled.metadata.name, replicas: undefined });
+      for (const { type, metadata } of scaled.spec.triggers as K8sObject[]) {
+        const name = scaled.metadata.name;
+        if (type === 'temporal') expect({ name, queue: metadata.taskQueue, known: sharedQueues.includes(metadata.taskQueue) }).toEqual({ name, queue: metadata.taskQueue, known: true });
+        else expect({ name, type, topic: Object.values(TOPICS).includes(metadata.topic) }).toEqual({ name, type: 'kafka', topic: true });
+      }
     }
+  });
+
+  it('leaves the replica count of every scaled workload to KEDA, and keeps at least two workspace hosts', () => {
+    expect(scaledObjects().map((o) => o.metadata.name).sort()).toEqual(['orchestrator-commands', 'orchestrator-workflows', 'projector', 'workspace-host']);
+    for (const scaled of scaledObjects()) {
+      const target = targetOf(scaled);
+      expect({ name: scaled.metadata.name, found: target !== undefined, replicas: target?.spec.replicas }).toEqual({ name: scaled.metadata.name, found: true, replicas: undefined });
+    }
+    const hosts = find(objects(), 'ScaledObject', 'workspace-host')!;
+    expect(hosts.spec.scaleTargetRef).toEqual({ apiVersion: 'apps/v1', kind: 'StatefulSet', name: 'workspace-host' });
+    // A host scaled away takes its workspaces with it (its runs move): never zero, and somewhere to move to.
+    expect(hosts.spec.minReplicaCount).toBeGreaterThanOrEqual(2);
     expect(objects().filter((o) => o.kind === 'HorizontalPodAutoscaler')).toEqual([]);
   });
 
-  it('puts the gpu-worker on GPU nodes only', () => {
-    const pod = find(objects(), 'Deployment', 'gpu-worker')!.spec.template.spec;
-    expect(pod.containers[0].resources.limits['nvidia.com/gpu']).toBeGreaterThanOrEqual(1);
+  it("puts the workspace hosts' gpu-worker on GPU nodes only", () => {
+    const pod = find(objects(), 'StatefulSet', 'workspace-host')!.spec.template.spec;
+    expect(pod.containers.find((c: K8sObject) => c.name === 'gpu-worker').resources.limits['nvidia.com/gpu']).toBeGreaterThanOrEqual(1);
     expect(pod.tolerations).toEqual(expect.arrayContaining([expect.objectContaining({ key: 'nvidia.com/gpu', effect: 'NoSchedule' })]));
     expect(Object.keys(pod.nodeSelector ?? {})).not.toHaveLength(0);
   });
 });
 
 describe('the check itself', () => {
-  // The checks above pass on the real manifests; these show that they fail when a Deployment loses something.
+  // The checks above pass on the real manifests; these show that they fail when a workload loses something.
   const gateway = () => structuredClone(find(objectsOf('local'), 'Deployment', 'gateway')!);
-  const problems = (deployment: K8sObject) => problemsOfDeployment(objectsOf('local'), deployment, DEPLOYMENTS.gateway);
+  const problems = (deployment: K8sObject) => problemsOfContainer(objectsOf('local'), deployment, 'gateway', GATEWAY);
+  const host = () => structuredClone(find(objectsOf('local'), 'StatefulSet', 'workspace-host')!);
+  const hostProblems = (statefulSet: K8sObject, container: string) =>
+    problemsOfContainer(objectsOf('local'), statefulSet, container, WORKLOADS['workspace-host'].containers[container], true);
 
   it('fails a Deployment that drops its readiness probe', () => {
     const deployment = gateway();
@@ -397,5 +537,37 @@ describe('the check itself', () => {
     delete deployment.spec.template.spec.securityContext.runAsNonRoot;
     delete deployment.spec.template.spec.containers[0].securityContext.capabilities;
     expect(problems(deployment)).toEqual(['runAsNonRoot is not set on the pod', 'does not drop ALL capabilities']);
+  });
+
+  it('fails a workspace host container that is not named after its pod, or keeps workspaces off its claim', () => {
+    const statefulSet = host();
+    const [orchestratorContainer, gpuWorker] = statefulSet.spec.template.spec.containers;
+    orchestratorContainer.env = orchestratorContainer.env.map((e: K8sObject) => (e.name === 'AGENTRUN_WORKSPACE_HOST_ID' ? { name: e.name, value: 'h1' } : e));
+    gpuWorker.volumeMounts = gpuWorker.volumeMounts.filter((m: K8sObject) => m.name !== 'workspaces');
+    expect(hostProblems(statefulSet, 'orchestrator')).toEqual(['AGENTRUN_WORKSPACE_HOST_ID is not the pod name (fieldRef metadata.name)']);
+    expect(hostProblems(statefulSet, 'gpu-worker')).toEqual(['WORKSPACE_ROOT /var/lib/agentrun/workspaces is not the mount of one of the pod\'s own claims']);
+  });
+
+  it('fails a workload that keeps objects in a directory or names itself a workspace host', () => {
+    const deployment = gateway();
+    deployment.spec.template.spec.containers[0].env.push({ name: 'OBJECT_STORE_S3_BUCKET', value: '' }, { name: 'AGENTRUN_WORKSPACE_HOST_ID', value: 'gw' });
+    expect(problems(deployment)).toEqual([
+      'keeps objects in a directory (OBJECT_STORE_S3_BUCKET is empty); a cluster needs S3',
+      'sets AGENTRUN_WORKSPACE_HOST_ID, but is not a workspace host',
+    ]);
+  });
+
+  it('fails a shared volume: a standalone or ReadWriteMany claim, a claim or NFS volume in a pod', () => {
+    const deployment = gateway();
+    deployment.spec.template.spec.volumes.push({ name: 'workspaces', persistentVolumeClaim: { claimName: 'agentrun-workspaces' } }, { name: 'nfs', nfs: { server: 'nfs', path: '/' } });
+    const statefulSet = host();
+    statefulSet.spec.volumeClaimTemplates[0].spec.accessModes = ['ReadWriteMany'];
+    const claim = { kind: 'PersistentVolumeClaim', metadata: { name: 'agentrun-workspaces' }, spec: { accessModes: ['ReadWriteMany'] } };
+    expect([deployment, statefulSet, claim].flatMap(sharedVolumeProblems)).toEqual([
+      'Deployment gateway: volume workspaces is persistentVolumeClaim, which another pod can mount',
+      'Deployment gateway: volume nfs is nfs, which another pod can mount',
+      'StatefulSet workspace-host: claim template workspaces is ReadWriteMany',
+      'PersistentVolumeClaim agentrun-workspaces: a standalone claim (ReadWriteMany) any pod may mount',
+    ]);
   });
 });
