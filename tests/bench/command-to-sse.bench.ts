@@ -54,13 +54,14 @@ export async function measureSpine(
   runs: number,
   org = 'bench',
   headers: Record<string, string> = { 'X-Org': org },
+  maxSteps = 2,
 ): Promise<{ toFirst: number[]; toDone: number[] }> {
   const toFirst: number[] = [];
   const toDone: number[] = [];
   for (let i = 0; i < runs; i++) {
     const runId = uniqueId('bench');
     const t0 = performance.now();
-    await target.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org, run_id: runId, payload: { goal: 'measure me', max_steps: 2 } });
+    await target.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org, run_id: runId, payload: { goal: 'measure me', max_steps: maxSteps } });
     const sse = await waitFor('the stream to open', async () => {
       const client = new SseClient(`${target.gatewayUrl}/runs/${runId}/events`, headers);
       await waitFor('headers', () => client.status !== 0 || client.ended, 5_000, 1);
