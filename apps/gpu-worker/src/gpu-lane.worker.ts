@@ -1,15 +1,16 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { createAgentActivities, createEvalActivities, GPU_TOOLS } from '@agentrun/activities';
-import { lanesFor, workspaceQueueFor } from '@agentrun/contracts';
+import { lanesFor } from '@agentrun/contracts';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { GpuWorkerConfig } from './config';
 
 /**
- * Serves the `gpu-tools` lane (one tool per GPU slot; on a workspace host, the host's own
- * `gpu-tools@<host>`, since GPU tools read and write the run's workspace) and the `gpu-eval` lane
- * (benchmark cases, no workspace).
+ * Serves the shared `gpu-tools` lane (one tool per GPU slot) and the `gpu-eval` lane (benchmark cases).
+ * A run on a workspace host sends its GPU tools here staged: the workspace by object-store reference,
+ * restored into a temporary root, the files the tool wrote returned to the host (WORKSPACE_ROOT is
+ * used only by runs on a shared volume).
  */
 @Injectable()
 export class GpuLaneWorker extends LaneWorkers {
@@ -23,7 +24,7 @@ export class GpuLaneWorker extends LaneWorkers {
   protected lanes(): LaneWorkerOptions[] {
     return [
       {
-        taskQueue: workspaceQueueFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX, this.config.AGENTRUN_WORKSPACE_HOST_ID, 'gpuTools'),
+        taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).gpuTools,
         maxConcurrentActivityTaskExecutions: this.config.GPU_SLOTS,
         activities: createAgentActivities({
           workspaceRoot: this.config.WORKSPACE_ROOT,

@@ -8,6 +8,7 @@ import type { ObjectStore } from '@agentrun/archive';
 import { stepOfKey } from './effect-keys';
 import { inlineOrStore } from './payloads';
 import { restoreSnapshotActivity, type RestoreDeps } from './snapshot.activities';
+import { applyWrites, packWrites, runStaged, stageWorkspace } from './gpu-staging';
 import { toolSpecsFor } from './tool-specs';
 import { BadArguments, type Tool } from './tools';
 import { Workspace } from './workspace';
@@ -95,7 +96,7 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
 
     async runTool(call: ToolCall): Promise<ToolResult> {
       const tool = byName.get(call.tool) ?? notServed(`tool '${call.tool}'`);
-      if (call.replay) {
+      if (call.replay && !call.staged) {
         // A moved workspace catching up: the tool's files made again on this host; its recorded result
         // stands, and nothing is recorded, billed or leased.
         // The call a lost host may or may not have finished: when nothing is recorded it is made as usual.
@@ -119,11 +120,16 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
         await deps.gpuLeases?.acquire(call.key, call.org, call.run_id, WORKER);
         try {
           const resumedFrom = await pace(deps.pace);
-          const raw = await tool.run(call.args, {
-            workspace: new Workspace(deps.workspaceRoot, call.org, call.run_id),
-            step: stepOfKey(call.key) ?? 0,
-            heartbeat: (progress) => Context.current().heartbeat(progress),
-          });
+          const runIn = (root: string) =>
+            tool.run(call.args, {
+              workspace: new Workspace(root, call.org, call.run_id),
+              step: stepOfKey(call.key) ?? 0,
+              heartbeat: (progress) => Context.current().heartbeat(progress),
+            });
+          // A staged call (a run on a workspace host) runs on a copy of the workspace and returns what it wrote.
+          const staged = call.staged ? await runStaged(deps.payloads.store, call.staged, call.org, call.run_id, runIn) : undefined;
+          const raw = staged ? staged.result : await runIn(deps.workspaceRoot);
+          const written = staged ? await packWrites(deps.payloads.store, call.org, call.run_id, call.key, staged.writes, deps.payloads.inlineMaxBytes) : {};
           const output = await inlineOrStore(deps.payloads.store, call, raw, deps.payloads.inlineMaxBytes);
           return {
             key: call.key,
@@ -134,6 +140,7 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
             lane: info.taskQueue,
             duplicate: false,
             ...(resumedFrom ? { resumed_from_tick: resumedFrom } : {}),
+            ...written,
           };
         } catch (err) {
           if (err instanceof BadArguments) throw ApplicationFailure.nonRetryable(err.message, 'BadArguments');
@@ -175,6 +182,14 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
           duplicate: false,
         };
       });
+    },
+
+    async stageWorkspace({ org, run_id, key }) {
+      return stageWorkspace(deps.payloads.store, deps.workspaceRoot, org, run_id, key);
+    },
+
+    async applyWrites({ org, run_id, writes, writes_ref }) {
+      return applyWrites(deps.payloads.store, deps.workspaceRoot, org, run_id, { ...(writes ? { writes } : {}), ...(writes_ref ? { writes_ref } : {}) });
     },
 
     async restoreSnapshot(input) {

@@ -23,6 +23,13 @@ export class Workspace {
     await writeFile(full, content);
   }
 
+  /** Bytes as they are (a GPU call's files written back on the workspace's host). */
+  async writeBytes(file: string, content: Buffer): Promise<void> {
+    const full = this.path(file);
+    await mkdir(join(full, '..'), { recursive: true });
+    await writeFile(full, content);
+  }
+
   async read(file: string): Promise<string> {
     return readFile(this.path(file), 'utf8');
   }

@@ -20,22 +20,23 @@ export function lanesFor(prefix: string): LaneQueues {
 /** A workspace host's name: letters, digits and dashes (it becomes part of task queue names). */
 export const WORKSPACE_HOST_PATTERN = '^[a-z0-9][a-z0-9-]{0,31}$';
 
-/** The lanes whose work reads or writes a run's workspace: on a workspace host, each has the host's own queue. */
+/**
+ * The lanes whose work reads or writes a run's workspace: on a workspace host, each has the host's own
+ * queue. GPU tools are not among them: they stay on the shared GPU lane and get the workspace staged.
+ */
 export interface HostLanes {
   cpuTools: string;
-  gpuTools: string;
   snapshots: string;
 }
 
 /**
- * A workspace host's own task queues (`cpu-tools@h1`, ...): every activity that touches a run's
- * workspace goes to the queues of the host that holds it. Work that needs no files stays on the
- * shared lanes (`lanesFor`).
+ * A workspace host's own task queues (`cpu-tools@h1`, `snapshots@h1`): every activity that touches a
+ * run's workspace goes to the queues of the host that holds it. Work that needs no files (model calls,
+ * GPU tools on a staged copy) stays on the shared lanes (`lanesFor`).
  */
 export function hostLanesFor(prefix: string, host: string): HostLanes {
   return {
     cpuTools: `${prefix}${TASK_QUEUES.cpuTools}@${host}`,
-    gpuTools: `${prefix}${TASK_QUEUES.gpuTools}@${host}`,
     snapshots: `${prefix}${TASK_QUEUES.snapshots}@${host}`,
   };
 }

@@ -50,12 +50,12 @@ export function agentRunActivities(input: AgentRunInput, timeouts: ToolTimeouts,
         retry: TOOL_RETRY,
       })
     : cpu;
+  // Always the shared GPU lane, with tier priority and tenant fairness: on a workspace host the call
+  // gets the workspace by reference (staged) and returns what it wrote (see `toolOnHost`).
   const gpu = proxyActivities<AgentActivities>({
-    taskQueue: placement?.lanes.gpuTools ?? input.lanes.gpuTools,
-    // A lane nobody serves fails the run clearly instead of waiting forever; on a workspace host, a
-    // GPU call that waits this long means the host is lost and the workspace moves (so the host bound
-    // must sit above the longest GPU queue wait the deployment expects).
-    ...(placement ? hostWait : { scheduleToStartTimeout: `${timeouts.gpu_schedule_to_start_s}s` }),
+    taskQueue: input.lanes.gpuTools,
+    // A lane nobody serves fails the run clearly instead of waiting forever.
+    scheduleToStartTimeout: `${timeouts.gpu_schedule_to_start_s}s`,
     startToCloseTimeout: `${timeouts.tool_start_to_close_s}s`,
     heartbeatTimeout: `${timeouts.tool_heartbeat_s}s`,
     retry: TOOL_RETRY,
@@ -78,10 +78,36 @@ export function agentRunActivities(input: AgentRunInput, timeouts: ToolTimeouts,
   return { cpu, gpu, model, restorer, saga, claim };
 }
 
+/**
+ * A tool call of a run on a workspace host. CPU tools run on the host's own queue. A GPU tool runs on
+ * the shared GPU lane: the host stages the workspace into the object store, the GPU worker runs the tool
+ * on a copy and returns the files it wrote (recorded with its result), and the host writes them.
+ */
+export async function toolOnHost(activities: AgentRunActivities, input: AgentRunInput, call: ToolCall, lane: 'cpu' | 'gpu'): Promise<ToolResult> {
+  if (lane === 'cpu') return activities.cpu.runTool(call);
+  const staged = await activities.cpu.stageWorkspace({ org: input.org, run_id: input.run_id, key: call.key });
+  let result: ToolResult;
+  try {
+    result = await activities.gpu.runTool({ ...call, staged: staged.ref });
+  } catch (err) {
+    // The shared GPU lane stalling is not the host's fault: the run fails as `lane_stalled`, as anywhere.
+    if (hostLost(err)) throw ApplicationFailure.nonRetryable(`lane stalled: no worker took '${call.tool}' from task queue '${input.lanes.gpuTools}' in time`, 'LaneStalled');
+    throw err;
+  }
+  await activities.cpu.applyWrites({
+    org: input.org,
+    run_id: input.run_id,
+    ...(result.writes ? { writes: result.writes } : {}),
+    ...(result.writes_ref ? { writes_ref: result.writes_ref } : {}),
+  });
+  return result;
+}
+
 /** A workspace activity that no worker of the run's host took in time: the host is lost. */
 export function hostLost(err: unknown): boolean {
   return err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === 'SCHEDULE_TO_START';
 }
+
 
 /** Where a run's workspace is, and how it moves: implemented by `WorkspaceHosts`. */
 export interface WorkspaceMover {
@@ -215,9 +241,10 @@ export class StepExecutor {
     if (!hosts?.pinned()) return this.lane(next).runTool(call);
     let attempt = call;
     for (;;) {
+      const lane = next.lane === 'gpu' ? 'gpu' : 'cpu';
       try {
-        const result = await this.lane(next).runTool(attempt);
-        hosts.took(this.run.step, call, next.lane === 'gpu' ? 'gpu' : 'cpu');
+        const result = await toolOnHost(this.activities, this.input, attempt, lane);
+        hosts.took(this.run.step, call, lane);
         return result;
       } catch (err) {
         if (!hostLost(err)) throw err;

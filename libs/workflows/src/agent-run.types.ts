@@ -216,6 +216,17 @@ export interface ToolCall {
    * the recorded result is returned, nothing is recorded or billed.
    */
   replay?: boolean;
+  /**
+   * A GPU call of a run on a workspace host: the object-store key of the workspace the host staged for
+   * it. The GPU worker runs the tool on a copy restored from it and returns the files it wrote.
+   */
+  staged?: string;
+}
+
+/** A file a GPU call wrote, returned to the workspace's host to write there. */
+export interface FileWrite {
+  path: string;
+  content_base64: string;
 }
 
 export interface ToolResult {
@@ -231,6 +242,9 @@ export interface ToolResult {
   resumed_from_tick?: number;
   /** Where the whole output is, when it was too large to keep in history (`output` is a preview). */
   output_ref?: string;
+  /** A staged GPU call's files, for the workspace's host to write (or their object-store key when large). */
+  writes?: FileWrite[];
+  writes_ref?: string;
 }
 
 /** A chat message in the OpenAI function-calling shape. */
@@ -268,6 +282,10 @@ export interface AgentActivities {
   /** Makes the run's workspace; a workspace host answers with its placement (nothing on a shared volume). */
   prepareWorkspace(input: { org: string; run_id: string; goal: string }): Promise<WorkspacePlacement | void>;
   runTool(call: ToolCall): Promise<ToolResult>;
+  /** On a workspace host: packs the run's workspace into the object store for one GPU call (`ToolCall.staged`). */
+  stageWorkspace(input: { org: string; run_id: string; key: string }): Promise<{ ref: string; bytes: number }>;
+  /** On a workspace host: writes the files a staged GPU call returned; how many. */
+  applyWrites(input: { org: string; run_id: string; writes?: FileWrite[]; writes_ref?: string }): Promise<number>;
   callModel(call: ModelCall): Promise<ModelReply>;
   /** Undoes one saga step; idempotent, so undoing twice is undoing once. */
   compensate(input: { org: string; run_id: string; name: string }): Promise<string>;

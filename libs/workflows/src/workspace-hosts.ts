@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import type { AgentRunInput, SnapshotSeriesConfig, ToolCall, WorkspacePlacement } from './agent-run.types';
 import type { AgentLoopState } from './agent-run.state';
-import { agentRunActivities, DEFAULT_HOST_SCHEDULE_TO_START_S, hostLost, type AgentRunActivities, type WorkspaceMover } from './agent-run.steps';
+import { agentRunActivities, DEFAULT_HOST_SCHEDULE_TO_START_S, hostLost, toolOnHost, type AgentRunActivities, type WorkspaceMover } from './agent-run.steps';
 import type { Outbox } from './outbox';
 import type { SnapshotSeries } from './snapshot-series';
 
@@ -92,7 +92,7 @@ export class WorkspaceHosts implements WorkspaceMover {
         this.adopt(placement);
         const since = latest?.step ?? 0;
         const redo = run.toolLog.filter((r) => r.step >= since);
-        for (const r of redo) await (r.lane === 'gpu' ? this.activities.gpu : this.activities.cpu).runTool({ ...r.call, replay: true });
+        for (const r of redo) await toolOnHost(this.activities, input, { ...r.call, replay: true }, r.lane);
         this.outbox.emit('workspace_moved', { from, to: placement.host, ...(latest ? { snapshot_id: latest.snapshot_id } : {}), steps_replayed: redo.length });
         return;
       } catch (err) {
