@@ -8,8 +8,9 @@ import { SseClient } from '../support/sse';
 import { waitFor } from '../support/wait';
 
 /**
- * Workspaces that follow the run: two workspace hosts, each with its own orchestrator (cpu-tools),
- * gpu-worker and snapshotter and its own workspace root, no path shared between them. A lost host
+ * Workspaces that follow the run: two workspace hosts, each with its own orchestrator (cpu-tools) and
+ * snapshotter and its own workspace root, no path shared between them; one gpu-worker serves both on
+ * the shared GPU lane, the workspace staged through the object store. A lost host
  * (every process killed) is noticed by schedule-to-start on its queues (3 s here), and the run goes on
  * on the other host from its latest recovery point (every 4 steps here), its later tool steps redone.
  */
@@ -65,6 +66,10 @@ describe('workspace hosts: no shared disk', () => {
     const sse = new SseClient(`${platform.gatewayUrl}/runs/${moved}/events`, { 'X-Org': org });
     await waitFor('the stream to end', () => sse.ended, 60_000);
     expect(sse.events().map((e) => e.seq)).toEqual(oneToN(row.last_seq));
+
+    // CPU tools ran on the hosts' own queues; GPU tools on the shared lane (staged), before and after the move.
+    const lanes = new Set(eventsOf(moved, 'step_completed').map((e) => (e.value.payload as unknown as { lane?: string }).lane).filter(Boolean));
+    expect([...lanes].sort()).toEqual([`${platform.prefix}cpu-tools@${lost}`, `${platform.prefix}cpu-tools@${other}`, `${platform.prefix}gpu-tools`].sort());
 
     // Every model and tool effect once: the steps redone on the new host were answered from the ledger.
     const shape = scriptedRunShape(steps);

@@ -15,8 +15,8 @@ import { waitFor } from './wait';
 
 export const APPS = ['gateway', 'orchestrator', 'gpu-worker', 'projector', 'snapshotter'] as const;
 export type AppName = (typeof APPS)[number];
-/** The apps of one workspace host: what touches run workspaces. */
-export const HOST_APPS = ['orchestrator', 'gpu-worker', 'snapshotter'] as const;
+/** The apps of one workspace host: what touches run workspaces (GPU tools get a staged copy, so the gpu-worker is shared). */
+export const HOST_APPS = ['orchestrator', 'snapshotter'] as const;
 /** An app, or one workspace host's copy of it (`gpu-worker@h1`). */
 export type Instance = AppName | `${(typeof HOST_APPS)[number]}@${string}`;
 
@@ -92,10 +92,11 @@ export interface PlatformOptions {
    */
   secure?: boolean;
   /**
-   * Workspace hosts: each runs its own orchestrator (cpu-tools role only), gpu-worker and snapshotter
-   * with AGENTRUN_WORKSPACE_HOST_ID set and a workspace root of its own (`<dataDir>/hosts/<host>/workspaces`);
-   * the main orchestrator keeps the commands and workflows roles, and no unhosted gpu-worker or
-   * snapshotter runs. The object store stays one directory (it stands in for S3).
+   * Workspace hosts: each runs its own orchestrator (cpu-tools role only) and snapshotter with
+   * AGENTRUN_WORKSPACE_HOST_ID set and a workspace root of its own (`<dataDir>/hosts/<host>/workspaces`);
+   * the main orchestrator keeps the commands and workflows roles, one gpu-worker serves every host (GPU
+   * tools get the workspace staged), and no unhosted snapshotter runs. The object store stays one
+   * directory (it stands in for S3).
    */
   hosts?: string[];
 }
@@ -238,7 +239,7 @@ export class Platform {
   /** The processes this platform runs: the five apps, or with workspace hosts each host's own three. */
   instances(): Instance[] {
     if (this.hosts.length === 0) return [...APPS];
-    return ['gateway', 'projector', 'orchestrator', ...this.hosts.flatMap((h) => HOST_APPS.map((app): Instance => `${app}@${h}`))];
+    return ['gateway', 'projector', 'orchestrator', 'gpu-worker', ...this.hosts.flatMap((h) => HOST_APPS.map((app): Instance => `${app}@${h}`))];
   }
 
   /** A workspace host's own workspace root. */

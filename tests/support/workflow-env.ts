@@ -216,6 +216,13 @@ export function agentDoubles(lane: string, overrides: Partial<AgentActivities> =
     async restoreSnapshot() {
       throw ApplicationFailure.nonRetryable('this test restores no snapshot', 'SnapshotUnusable');
     },
+    // Only runs on a workspace host stage GPU calls; these doubles are a shared volume.
+    async stageWorkspace() {
+      throw ApplicationFailure.nonRetryable('this test runs on no workspace host', 'BadArguments');
+    },
+    async applyWrites() {
+      throw ApplicationFailure.nonRetryable('this test runs on no workspace host', 'BadArguments');
+    },
     ...overrides,
   };
 }
