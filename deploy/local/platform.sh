@@ -9,14 +9,15 @@
 #   bash deploy/local/platform.sh status
 #
 # Workspace hosts: AGENTRUN_HOSTS=N (default 1) with N >= 2 runs N workspace hosts h1..hN instead of
-# one orchestrator/gpu-worker/snapshotter sharing one workspace volume. Then the processes are:
-#   model-server, gateway (:8080), projector (:8083), and the main orchestrator (:8081,
-#   ORCHESTRATOR_ROLES=commands,workflows; pid file orchestrator.pid), and for each host hK (K = 1..N)
+# one orchestrator/snapshotter pair sharing one workspace volume. Then the processes are:
+#   model-server, gateway (:8080), projector (:8083), the main orchestrator (:8081,
+#   ORCHESTRATOR_ROLES=commands,workflows; pid file orchestrator.pid), ONE shared gpu-worker (:8082, pid
+#   file gpu-worker.pid, no AGENTRUN_WORKSPACE_HOST_ID: it serves the shared gpu-tools and gpu-eval lanes
+#   for every host, on a restored copy of the staged workspace), and for each host hK (K = 1..N)
 #   orchestrator@hK (ORCHESTRATOR_ROLES=cpu-tools)  port HOST_PORT_BASE + 10*(K-1) + 1
-#   gpu-worker@hK                                  port HOST_PORT_BASE + 10*(K-1) + 2
 #   snapshotter@hK                                 port HOST_PORT_BASE + 10*(K-1) + 4
-# (HOST_PORT_BASE 8180: h1 8181/8182/8184, h2 8191/8192/8194, ... h9 8261/8262/8264; N <= 9), each
-# with AGENTRUN_WORKSPACE_HOST_ID=hK and WORKSPACE_ROOT=.stack/data/hosts/hK/workspaces (no path shared
+# (HOST_PORT_BASE 8180: h1 8181/8184, h2 8191/8194, ... h9 8261/8264; N <= 9), each with
+# AGENTRUN_WORKSPACE_HOST_ID=hK and WORKSPACE_ROOT=.stack/data/hosts/hK/workspaces (no path shared
 # between hosts; OBJECT_STORE_DIR stays the one .stack/data/objects, standing for the object store).
 # Pid files .stack/run/apps/<app>@<host>.pid, logs .stack/logs/apps/<app>@<host>.log. apps-up records
 # N in .stack/run/apps/hosts: status uses it when AGENTRUN_HOSTS is unset; apps-down and stop stop
@@ -40,8 +41,9 @@ APP_READY_TIMEOUT="${APP_READY_TIMEOUT:-90}"
 
 SECURE_DIR="$REPO_ROOT/.stack/secure"
 
-# The apps each workspace host runs, and where hosts' ports start (see the header).
-HOST_APPS=(orchestrator gpu-worker snapshotter)
+# The apps each workspace host runs, and where hosts' ports start (see the header). GPU tools are not
+# host work: the one shared gpu-worker serves every host.
+HOST_APPS=(orchestrator snapshotter)
 HOST_PORT_BASE="${HOST_PORT_BASE:-8180}"
 HOSTS_DIR="$REPO_ROOT/.stack/data/hosts"
 HOSTS_FILE="$APP_RUN_DIR/hosts"
@@ -51,7 +53,7 @@ say() { printf '[platform] %s\n' "$*"; }
 stack_profile() { cat "$REPO_ROOT/.stack/profile" 2>/dev/null || echo none; }
 die() { printf '[platform] ERROR: %s\n' "$*" >&2; exit 1; }
 
-# An instance is an app (gateway) or one workspace host's copy of it (gpu-worker@h2).
+# An instance is an app (gateway) or one workspace host's copy of it (snapshotter@h2).
 app_of() { echo "${1%%@*}"; }
 host_of() { case "$1" in *@*) echo "${1#*@}" ;; *) echo "" ;; esac; }
 
@@ -60,6 +62,7 @@ port_of() { # INSTANCE -> its port
   host="$(host_of "$1")"
   if [ -n "$host" ]; then
     k="${host#h}"
+    # + 2 is no host app's now: gpu-worker@hK is only an earlier layout's instance that status still names.
     case "$(app_of "$1")" in orchestrator) offset=1 ;; gpu-worker) offset=2 ;; snapshotter) offset=4 ;; esac
     echo $(( HOST_PORT_BASE + 10 * (k - 1) + offset ))
     return
@@ -148,6 +151,7 @@ services() { # [recorded] -> the instances apps-up starts (status: the ones it s
     return
   fi
   echo orchestrator
+  echo gpu-worker
   for k in $(seq 1 "$n"); do
     for app in "${HOST_APPS[@]}"; do echo "$app@h$k"; done
   done
@@ -172,12 +176,12 @@ instance_env() {
     export AGENTRUN_WORKSPACE_HOST_ID="$host" WORKSPACE_ROOT="$HOSTS_DIR/$host/workspaces"
     case "$(app_of "$1")" in
       orchestrator) ORCHESTRATOR_PORT="$(port_of "$1")" && export ORCHESTRATOR_PORT ORCHESTRATOR_ROLES=cpu-tools ;;
-      gpu-worker) GPU_WORKER_PORT="$(port_of "$1")" && export GPU_WORKER_PORT ;;
       snapshotter) SNAPSHOTTER_PORT="$(port_of "$1")" && export SNAPSHOTTER_PORT ;;
     esac
   elif [ "$(host_count)" != 1 ]; then
-    # Not a host process: the gateway, the projector, the main orchestrator (which keeps the commands
-    # and workflows roles and leaves every tool lane to the hosts).
+    # Not a host process: the gateway, the projector, the shared gpu-worker (the shared gpu-tools and
+    # gpu-eval lanes; its WORKSPACE_ROOT is not used by host runs), the main orchestrator (which keeps
+    # the commands and workflows roles and leaves the cpu tool lanes to the hosts).
     unset AGENTRUN_WORKSPACE_HOST_ID
     if [ "$1" = orchestrator ]; then export ORCHESTRATOR_ROLES=commands,workflows; fi
   fi
@@ -199,7 +203,7 @@ apps_up() {
   check_hosts
   n="$(host_count)"
   mkdir -p "$APP_RUN_DIR" "$APP_LOG_DIR"
-  # A running instance of another layout (N=1's shared gpu-worker beside hosts, or hosts beyond N) would
+  # A running instance of another layout (hosts beyond N, or an earlier layout's gpu-worker@hK) would
   # serve queues this one does not expect: stop first.
   planned=" $(services | tr '\n' ' ') "
   for inst in $(running_instances); do
@@ -307,9 +311,11 @@ MSG
     local k
     echo "Workspace hosts (AGENTRUN_HOSTS=$(host_count)), each with its own workspace root .stack/data/hosts/<host>/workspaces:"
     for k in $(seq 1 "$(host_count)"); do
-      printf '  h%s  orchestrator@h%s :%s  gpu-worker@h%s :%s  snapshotter@h%s :%s\n' "$k" \
-        "$k" "$(port_of "orchestrator@h$k")" "$k" "$(port_of "gpu-worker@h$k")" "$k" "$(port_of "snapshotter@h$k")"
+      printf '  h%s  orchestrator@h%s :%s  snapshotter@h%s :%s\n' "$k" \
+        "$k" "$(port_of "orchestrator@h$k")" "$k" "$(port_of "snapshotter@h$k")"
     done
+    echo "  GPU tools of every host: the shared gpu-worker :$(port_of gpu-worker)"
+
     echo
   fi
   if [ "$(stack_profile)" = secure ]; then
