@@ -1,12 +1,13 @@
 /**
  * The Kubernetes manifests (deploy/k8s), rendered per overlay with `kubectl kustomize`, against the code
  * they deploy: every container of every workload (the Deployments, and the workspace-host StatefulSet
- * whose pods each run one workspace host's three processes) starts one app with its probes on the
+ * whose pods each run one workspace host's two processes, orchestrator cpu-tools and snapshotter) starts one app with its probes on the
  * app's own port, resources, a non-root context and a grace period above the drain deadline, and sets
  * what the app needs in a cluster, checked by loading the app's own config spec from the environment
  * the workload gives it (ConfigMap, env, secret files, the pod's name). No pod mounts a volume another
- * pod can mount: a host's workspaces are on a claim of its own, objects in S3. The KEDA triggers name
- * the code's topics, groups and shared task queues.
+ * pod can mount: a host's workspaces are on a claim of its own, objects in S3; the shared gpu-worker pool
+ * mounts no claim at all (GPU tools get workspaces staged through S3). The KEDA triggers name the
+ * code's topics, groups and shared task queues.
  *
  * kubectl is required: `bash deploy/k8s/validate.sh` (the manifests tier, which runs first) installs it.
  */
@@ -57,12 +58,13 @@ const WORKLOADS: Record<string, Workload> = {
   'orchestrator-commands': { kind: 'Deployment', containers: { 'orchestrator-commands': orchestrator('commands') } },
   'orchestrator-workflows': { kind: 'Deployment', containers: { 'orchestrator-workflows': orchestrator('workflows') } },
   projector: { kind: 'Deployment', containers: { projector: { app: 'projector', spec: projectorSpec, host: 'PROJECTOR_HOST', port: 'PROJECTOR_PORT' } } },
+  // The shared GPU pool: not a workspace host (GPU tools run on workspaces staged through S3).
+  'gpu-worker': { kind: 'Deployment', containers: { 'gpu-worker': { app: 'gpu-worker', spec: gpuWorkerSpec, host: 'GPU_WORKER_HOST', port: 'GPU_WORKER_PORT' } } },
   'workspace-host': {
     kind: 'StatefulSet',
     workspaceHost: true,
     containers: {
       orchestrator: orchestrator('cpu-tools'),
-      'gpu-worker': { app: 'gpu-worker', spec: gpuWorkerSpec, host: 'GPU_WORKER_HOST', port: 'GPU_WORKER_PORT' },
       snapshotter: { app: 'snapshotter', spec: snapshotterSpec, host: 'SNAPSHOTTER_HOST', port: 'SNAPSHOTTER_PORT' },
     },
   },
@@ -345,7 +347,7 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
     expect(claims.filter((c) => (c.accessModes ?? []).includes('ReadWriteMany'))).toEqual([]);
   });
 
-  it("gives each workspace host one claim of its own for WORKSPACE_ROOT, mounted by the host's three containers and no other", () => {
+  it("gives each workspace host one claim of its own for WORKSPACE_ROOT, mounted by the host's two containers and no other", () => {
     for (const [name, expected] of Object.entries(WORKLOADS).filter(([, w]) => w.workspaceHost)) {
       const host = find(objectsOf(overlay), 'StatefulSet', name)!;
       const claims = host.spec.volumeClaimTemplates.map((t: K8sObject) => t.metadata.name);
@@ -361,6 +363,19 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
       const service = find(objectsOf(overlay), 'Service', host.spec.serviceName);
       expect(service?.spec.clusterIP).toBe('None');
     }
+  });
+
+  it('runs the GPU workers as their own Deployment with no workspace volume: no claim, nothing at WORKSPACE_ROOT', () => {
+    const deployment = find(objectsOf(overlay), 'Deployment', 'gpu-worker')!;
+    const pod = deployment.spec.template.spec;
+    expect(pod.volumes.filter((v: K8sObject) => v.persistentVolumeClaim || v.ephemeral)).toEqual([]);
+    expect(deployment.spec.volumeClaimTemplates).toBeUndefined();
+    const [container] = pod.containers;
+    const { env } = environmentOf(objectsOf(overlay), container);
+    expect(container.volumeMounts.filter((m: K8sObject) => m.mountPath === env.WORKSPACE_ROOT || m.mountPath.startsWith(`${env.WORKSPACE_ROOT}/`))).toEqual([]);
+    expect(env.AGENTRUN_WORKSPACE_HOST_ID).toBeUndefined();
+    // Staged workspaces reach it through S3, as they reach every other workload.
+    expect(env.OBJECT_STORE_S3_BUCKET).toBeTruthy();
   });
 
   it('gives each workload a PodDisruptionBudget and a Service that select its pods', () => {
@@ -424,13 +439,14 @@ describe('the production overlay', () => {
     }
   });
 
-  it("scales the workflow workers and the workspace hosts on shared task queues in the services' namespace", () => {
-    // A host's own queues (cpu-tools@<host>, ...) only hold work of runs already on it: the hosts scale
-    // on the shared cpu-tools queue, where new runs claim a host, and on the shared gpu-eval queue their
-    // gpu-workers serve.
+  it("scales the workflow workers, the workspace hosts and the GPU workers on shared task queues in the services' namespace", () => {
+    // A host's own queues (cpu-tools@<host>, snapshots@<host>) only hold work of runs already on it:
+    // the hosts scale on the shared cpu-tools queue, where new runs claim a host. The GPU workers serve
+    // the shared gpu-tools (every host's GPU tools) and gpu-eval queues.
     const expected: Record<string, string[]> = {
       'orchestrator-workflows': [TASK_QUEUES.agentWorkflows],
-      'workspace-host': [TASK_QUEUES.cpuTools, TASK_QUEUES.gpuEval],
+      'workspace-host': [TASK_QUEUES.cpuTools],
+      'gpu-worker': [TASK_QUEUES.gpuTools, TASK_QUEUES.gpuEval],
     };
     for (const [name, queues] of Object.entries(expected)) {
       const scaled = find(objects(), 'ScaledObject', name);
@@ -448,7 +464,8 @@ describe('the production overlay', () => {
   });
 
   it('names a task queue or topic the code has in every KEDA trigger', () => {
-    const sharedQueues: string[] = [TASK_QUEUES.agentWorkflows, TASK_QUEUES.cpuTools, TASK_QUEUES.gpuEval];
+    // Shared queues only: a host's own (cpu-tools@<host>, snapshots@<host>) say nothing about how many pods are needed.
+    const sharedQueues: string[] = [TASK_QUEUES.agentWorkflows, TASK_QUEUES.cpuTools, TASK_QUEUES.gpuTools, TASK_QUEUES.gpuEval];
     for (const scaled of scaledObjects()) {
       for (const { type, metadata } of scaled.spec.triggers as K8sObject[]) {
         const name = scaled.metadata.name;
@@ -459,7 +476,7 @@ describe('the production overlay', () => {
   });
 
   it('leaves the replica count of every scaled workload to KEDA, and keeps at least two workspace hosts', () => {
-    expect(scaledObjects().map((o) => o.metadata.name).sort()).toEqual(['orchestrator-commands', 'orchestrator-workflows', 'projector', 'workspace-host']);
+    expect(scaledObjects().map((o) => o.metadata.name).sort()).toEqual(['gpu-worker', 'orchestrator-commands', 'orchestrator-workflows', 'projector', 'workspace-host']);
     for (const scaled of scaledObjects()) {
       const target = targetOf(scaled);
       expect({ name: scaled.metadata.name, found: target !== undefined, replicas: target?.spec.replicas }).toEqual({ name: scaled.metadata.name, found: true, replicas: undefined });
@@ -471,11 +488,21 @@ describe('the production overlay', () => {
     expect(objects().filter((o) => o.kind === 'HorizontalPodAutoscaler')).toEqual([]);
   });
 
-  it("puts the workspace hosts' gpu-worker on GPU nodes only", () => {
-    const pod = find(objects(), 'StatefulSet', 'workspace-host')!.spec.template.spec;
-    expect(pod.containers.find((c: K8sObject) => c.name === 'gpu-worker').resources.limits['nvidia.com/gpu']).toBeGreaterThanOrEqual(1);
+  it('puts the gpu-worker Deployment on GPU nodes only, and the workspace hosts on ordinary nodes', () => {
+    const pod = find(objects(), 'Deployment', 'gpu-worker')!.spec.template.spec;
+    expect(pod.containers[0].resources.limits['nvidia.com/gpu']).toBeGreaterThanOrEqual(1);
     expect(pod.tolerations).toEqual(expect.arrayContaining([expect.objectContaining({ key: 'nvidia.com/gpu', effect: 'NoSchedule' })]));
     expect(Object.keys(pod.nodeSelector ?? {})).not.toHaveLength(0);
+    const host = find(objects(), 'StatefulSet', 'workspace-host')!.spec.template.spec;
+    expect(host.nodeSelector).toBeUndefined();
+    expect(host.tolerations).toBeUndefined();
+    expect(host.containers.filter((c: K8sObject) => c.resources?.limits?.['nvidia.com/gpu'] !== undefined)).toEqual([]);
+  });
+
+  it('lets the GPU workers scale to zero (they hold no workspace)', () => {
+    const gpu = find(objects(), 'ScaledObject', 'gpu-worker')!;
+    expect(gpu.spec.scaleTargetRef.name).toBe('gpu-worker');
+    expect(gpu.spec.minReplicaCount ?? 0).toBe(0);
   });
 });
 
@@ -541,11 +568,11 @@ describe('the check itself', () => {
 
   it('fails a workspace host container that is not named after its pod, or keeps workspaces off its claim', () => {
     const statefulSet = host();
-    const [orchestratorContainer, gpuWorker] = statefulSet.spec.template.spec.containers;
+    const [orchestratorContainer, snapshotter] = statefulSet.spec.template.spec.containers;
     orchestratorContainer.env = orchestratorContainer.env.map((e: K8sObject) => (e.name === 'AGENTRUN_WORKSPACE_HOST_ID' ? { name: e.name, value: 'h1' } : e));
-    gpuWorker.volumeMounts = gpuWorker.volumeMounts.filter((m: K8sObject) => m.name !== 'workspaces');
+    snapshotter.volumeMounts = snapshotter.volumeMounts.filter((m: K8sObject) => m.name !== 'workspaces');
     expect(hostProblems(statefulSet, 'orchestrator')).toEqual(['AGENTRUN_WORKSPACE_HOST_ID is not the pod name (fieldRef metadata.name)']);
-    expect(hostProblems(statefulSet, 'gpu-worker')).toEqual(['WORKSPACE_ROOT /var/lib/agentrun/workspaces is not the mount of one of the pod\'s own claims']);
+    expect(hostProblems(statefulSet, 'snapshotter')).toEqual(['WORKSPACE_ROOT /var/lib/agentrun/workspaces is not the mount of one of the pod\'s own claims']);
   });
 
   it('fails a workload that keeps objects in a directory or names itself a workspace host', () => {
