@@ -17,7 +17,7 @@ export const APPS = ['gateway', 'orchestrator', 'gpu-worker', 'projector', 'snap
 export type AppName = (typeof APPS)[number];
 /** The apps of one workspace host: what touches run workspaces (GPU tools get a staged copy, so the gpu-worker is shared). */
 export const HOST_APPS = ['orchestrator', 'snapshotter'] as const;
-/** An app, or one workspace host's copy of it (`gpu-worker@h1`). */
+/** An app, or one workspace host's copy of it (`snapshotter@h1`). */
 export type Instance = AppName | `${(typeof HOST_APPS)[number]}@${string}`;
 
 function appOf(instance: Instance): AppName {

@@ -244,10 +244,11 @@ export const workspaceSpec = {
   WORKSPACE_ROOT: str('.stack/data/workspaces'),
   /**
    * This process's workspace host. Set, workspaces are host-pinned: the process also serves the host's
-   * own queues (`cpu-tools@<host>`, `gpu-tools@<host>`, `snapshots@<host>`), a run that prepares its
-   * workspace here keeps every later workspace activity on them, and WORKSPACE_ROOT is this host's
-   * alone. Unset, WORKSPACE_ROOT is one volume shared by every process (a single-machine install).
-   * The three processes of one host (orchestrator cpu-tools, gpu-worker, snapshotter) set the same name.
+   * own queues (`cpu-tools@<host>`, `snapshots@<host>`), a run that prepares its workspace here keeps
+   * every later workspace activity on them (GPU tools get a staged copy on the shared GPU lane), and
+   * WORKSPACE_ROOT is this host's alone. Unset, WORKSPACE_ROOT is one volume shared by every process (a
+   * single-machine install). The two processes of one host (orchestrator cpu-tools, snapshotter) set
+   * the same name; GPU workers ignore it.
    */
   AGENTRUN_WORKSPACE_HOST_ID: workspaceHost(),
 };
