@@ -142,6 +142,34 @@ describe('workspace hosts: no shared disk', () => {
     expect(workspaceTree(dirOf(host, child))).toEqual(workspaceTree(extracted));
   });
 
+  it("a fork whose host is lost mid-run ends done on the other host, with its parent's final workspace", async () => {
+    const parent = uniqueId('fparent');
+    const res = await platform.http('POST', '/agents', { org, body: { run_id: parent, goal: 'follow the run', max_steps: 16, snapshots: { per_turn: true } } });
+    expect(res.status).toBe(202);
+    await platform.waitForStatus(org, parent, 'done', 180_000);
+    const from = await waitFor('the parent row at step 3', () => {
+      const rows = eventsOf(parent, 'snapshot_captured').map((e) => (e.value.payload as unknown as { snapshot: SnapshotRow }).snapshot);
+      return rows.find((r) => r.step === 3 && r.bundle_object_url);
+    }, 30_000);
+    const child = uniqueId('fchild');
+    const fork = await platform.http('POST', `/runs/${parent}/fork`, { org, body: { run_id: child, snapshot_id: from.snapshot_id } });
+    expect(fork.status).toBe(202);
+    const at = await waitFor('the fork a few steps in on a host', async () => {
+      const s = await stateOf(child);
+      return s && s.host && s.step >= 6 ? s : undefined;
+    }, 120_000, 50);
+    await platform.stopHost(at.host as string, 'SIGKILL');
+    await platform.waitForStatus(org, child, 'done', 180_000);
+    await platform.startHost(at.host as string);
+    const [move] = await waitFor('the fork moved', () => eventsOf(child, 'workspace_moved').length > 0 && eventsOf(child, 'workspace_moved'), 30_000);
+    const to = (move.value.payload as unknown as { to: string }).to;
+    expect(to).not.toBe(at.host);
+    // From step 3 on the fork took the parent's steps again (same plan, answered from the parent's
+    // ledger where the parent had recorded them): its workspace ends as the parent's did.
+    const parentHost = (await stateOf(parent))?.host as string;
+    expect(workspaceTree(dirOf(to, child))).toEqual(workspaceTree(dirOf(parentHost, parent)));
+  });
+
   it('20 concurrent runs over 2 hosts: both hosts carry work, all end done', async () => {
     const ids = Array.from({ length: 20 }, () => uniqueId('many'));
     await Promise.all(ids.map((id) => start(id, 6)));

@@ -80,8 +80,10 @@ export class WorkspaceHosts implements WorkspaceMover {
     for (let tries = 1; ; tries++) {
       try {
         const latest = this.slot.series?.latestUsable();
-        const placement = latest
-          ? (await this.activities.restorer.restoreSnapshot({ org: input.org, run_id: input.run_id, from_run_id: input.run_id, snapshot_id: latest.snapshot_id })).placement
+        // A fork that has no usable snapshot of its own yet starts again from the one it was forked from.
+        const source = latest ? { from_run_id: input.run_id, snapshot_id: latest.snapshot_id } : input.fork ? { from_run_id: input.fork.from_run_id, snapshot_id: input.fork.snapshot_id } : undefined;
+        const placement = source
+          ? (await this.activities.restorer.restoreSnapshot({ org: input.org, run_id: input.run_id, ...source })).placement
           : await this.activities.claim.prepareWorkspace({ org: input.org, run_id: input.run_id, goal: input.goal });
         if (!placement) {
           throw ApplicationFailure.nonRetryable(
@@ -93,7 +95,7 @@ export class WorkspaceHosts implements WorkspaceMover {
         const since = latest?.step ?? 0;
         const redo = run.toolLog.filter((r) => r.step >= since);
         for (const r of redo) await toolOnHost(this.activities, input, { ...r.call, replay: true }, r.lane);
-        this.outbox.emit('workspace_moved', { from, to: placement.host, ...(latest ? { snapshot_id: latest.snapshot_id } : {}), steps_replayed: redo.length });
+        this.outbox.emit('workspace_moved', { from, to: placement.host, ...(source ? { snapshot_id: source.snapshot_id } : {}), steps_replayed: redo.length });
         return;
       } catch (err) {
         if (!hostLost(err) || tries >= MAX_MOVES_IN_A_ROW) throw err;
