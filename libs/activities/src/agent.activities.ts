@@ -96,22 +96,26 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
 
     async runTool(call: ToolCall): Promise<ToolResult> {
       const tool = byName.get(call.tool) ?? notServed(`tool '${call.tool}'`);
+      // The tool against a workspace root: this host's own, or a staged copy's.
+      const runIn = async (root: string) => {
+        try {
+          return await tool.run(call.args, {
+            workspace: new Workspace(root, call.org, call.run_id),
+            step: stepOfKey(call.key) ?? 0,
+            heartbeat: (progress) => Context.current().heartbeat(progress),
+          });
+        } catch (err) {
+          if (err instanceof BadArguments) throw ApplicationFailure.nonRetryable(err.message, 'BadArguments');
+          throw err;
+        }
+      };
       if (call.replay && !call.staged) {
         // A moved workspace catching up: the tool's files made again on this host; its recorded result
-        // stands, and nothing is recorded, billed or leased.
-        // The call a lost host may or may not have finished: when nothing is recorded it is made as usual.
+        // stands, and nothing is recorded, billed or leased. The call a lost host may or may not have
+        // finished: when nothing is recorded it is made as usual.
         const recorded = (await deps.effects.find<ToolResult>(call.key)) ?? (call.reuse_key ? await deps.effects.find<ToolResult>(call.reuse_key) : undefined);
         if (recorded) {
-          try {
-            await tool.run(call.args, {
-              workspace: new Workspace(deps.workspaceRoot, call.org, call.run_id),
-              step: stepOfKey(call.key) ?? 0,
-              heartbeat: (progress) => Context.current().heartbeat(progress),
-            });
-          } catch (err) {
-            if (err instanceof BadArguments) throw ApplicationFailure.nonRetryable(err.message, 'BadArguments');
-            throw err;
-          }
+          await runIn(deps.workspaceRoot);
           return { ...recorded.result, duplicate: true };
         }
       }
@@ -120,12 +124,6 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
         await deps.gpuLeases?.acquire(call.key, call.org, call.run_id, WORKER);
         try {
           const resumedFrom = await pace(deps.pace);
-          const runIn = (root: string) =>
-            tool.run(call.args, {
-              workspace: new Workspace(root, call.org, call.run_id),
-              step: stepOfKey(call.key) ?? 0,
-              heartbeat: (progress) => Context.current().heartbeat(progress),
-            });
           // A staged call (a run on a workspace host) runs on a copy of the workspace and returns what it wrote.
           const staged = call.staged ? await runStaged(deps.payloads.store, call.staged, call.org, call.run_id, runIn) : undefined;
           const raw = staged ? staged.result : await runIn(deps.workspaceRoot);
@@ -142,9 +140,6 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
             ...(resumedFrom ? { resumed_from_tick: resumedFrom } : {}),
             ...written,
           };
-        } catch (err) {
-          if (err instanceof BadArguments) throw ApplicationFailure.nonRetryable(err.message, 'BadArguments');
-          throw err;
         } finally {
           // A crash skips this; the run's saga compensation releases what a dead attempt held.
           await deps.gpuLeases?.release(call.key);

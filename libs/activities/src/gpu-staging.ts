@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { packDirectory, restoreArchive, type ObjectStore } from '@agentrun/archive';
 import type { FileWrite } from '@agentrun/workflows';
+import { streamText } from './snapshot.activities';
 import { Workspace } from './workspace';
 
 /**
@@ -70,12 +71,8 @@ export async function packWrites(store: ObjectStore, org: string, runId: string,
 /** Writes a GPU call's files into the run's workspace on its host. */
 export async function applyWrites(store: ObjectStore, workspaceRoot: string, org: string, runId: string, input: { writes?: FileWrite[]; writes_ref?: string }): Promise<number> {
   let writes = input.writes ?? [];
-  if (input.writes_ref) {
-    const chunks: Buffer[] = [];
-    for await (const chunk of await store.get(input.writes_ref)) chunks.push(Buffer.from(chunk as Buffer));
-    writes = JSON.parse(Buffer.concat(chunks).toString('utf8')) as FileWrite[];
-  }
+  if (input.writes_ref) writes = JSON.parse(await streamText(await store.get(input.writes_ref))) as FileWrite[];
   const workspace = new Workspace(workspaceRoot, org, runId);
-  for (const w of writes) await workspace.writeBytes(w.path, Buffer.from(w.content_base64, 'base64'));
+  for (const w of writes) await workspace.write(w.path, Buffer.from(w.content_base64, 'base64'));
   return writes.length;
 }

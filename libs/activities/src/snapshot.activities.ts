@@ -190,7 +190,8 @@ export function restoreSnapshotActivity(deps: RestoreDeps): (input: { org: strin
   };
 }
 
-async function streamText(stream: NodeJS.ReadableStream): Promise<string> {
+/** A whole stream as UTF-8 text (small objects only). */
+export async function streamText(stream: NodeJS.ReadableStream): Promise<string> {
   const chunks: Buffer[] = [];
   for await (const chunk of stream) chunks.push(Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk));
   return Buffer.concat(chunks).toString('utf8');

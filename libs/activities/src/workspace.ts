@@ -17,14 +17,7 @@ export class Workspace {
     return full;
   }
 
-  async write(file: string, content: string): Promise<void> {
-    const full = this.path(file);
-    await mkdir(join(full, '..'), { recursive: true });
-    await writeFile(full, content);
-  }
-
-  /** Bytes as they are (a GPU call's files written back on the workspace's host). */
-  async writeBytes(file: string, content: Buffer): Promise<void> {
+  async write(file: string, content: string | Uint8Array): Promise<void> {
     const full = this.path(file);
     await mkdir(join(full, '..'), { recursive: true });
     await writeFile(full, content);
