@@ -26,7 +26,12 @@ export interface AgentRunActivities {
 }
 
 /** How long work waits on a workspace host's own queue before the host counts as lost. */
-export const DEFAULT_HOST_SCHEDULE_TO_START_S = 30;
+const DEFAULT_HOST_SCHEDULE_TO_START_S = 30;
+
+/** The host bound of a run, in seconds: what every call (captures too) on a host's queue may wait. */
+export function hostWaitSecondsOf(timeouts: ToolTimeouts): number {
+  return timeouts.host_schedule_to_start_s ?? DEFAULT_HOST_SCHEDULE_TO_START_S;
+}
 
 /**
  * The stubs of one run. With a placement (host-pinned workspaces) the workspace lanes are the host's
@@ -34,7 +39,7 @@ export const DEFAULT_HOST_SCHEDULE_TO_START_S = 30;
  * restores and claims stay on the shared lanes, which any live host serves.
  */
 export function agentRunActivities(input: AgentRunInput, timeouts: ToolTimeouts, placement?: WorkspacePlacement): AgentRunActivities {
-  const hostWait = placement ? { scheduleToStartTimeout: `${timeouts.host_schedule_to_start_s ?? DEFAULT_HOST_SCHEDULE_TO_START_S}s` } : {};
+  const hostWait = placement ? { scheduleToStartTimeout: `${hostWaitSecondsOf(timeouts)}s` } : {};
   const cpu = proxyActivities<AgentActivities>({
     taskQueue: placement?.lanes.cpuTools ?? input.lanes.cpuTools,
     ...hostWait,

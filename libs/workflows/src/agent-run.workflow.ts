@@ -3,7 +3,7 @@ import type { AgentRunInput, AgentRunResult } from './agent-run.types';
 import { registerAgentRunHandlers } from './agent-run.handlers';
 import { RunLifecycle } from './agent-run.lifecycle';
 import { AgentLoopState, type StepOutcome } from './agent-run.state';
-import { agentRunActivities, DEFAULT_HOST_SCHEDULE_TO_START_S, StepExecutor } from './agent-run.steps';
+import { agentRunActivities, hostWaitSecondsOf, StepExecutor } from './agent-run.steps';
 import { openOutbox } from './outbox';
 import { openSnapshotSeries, type SnapshotSeries } from './snapshot-series';
 import { recoveryConfig, WorkspaceHosts, type SeriesSlot } from './workspace-hosts';
@@ -21,7 +21,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const activities = agentRunActivities(input, run.timeouts, run.placement);
   const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'agent', lane: input.lanes.agentWorkflows, firstSeq: run.firstSeq, state: () => run.view(workflowInfo().historyLength) });
   // On a workspace host's queue a capture waits at most as long as any host work before the host counts as lost.
-  const hostWaitS = run.timeouts.host_schedule_to_start_s ?? DEFAULT_HOST_SCHEDULE_TO_START_S;
+  const hostWaitS = hostWaitSecondsOf(run.timeouts);
   const openSeries = (config: SnapshotSeriesConfig, lane: string, onHost: boolean): SnapshotSeries =>
     openSnapshotSeries({
       org: input.org,

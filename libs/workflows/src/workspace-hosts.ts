@@ -1,7 +1,7 @@
 import { ApplicationFailure } from '@temporalio/workflow';
 import type { AgentRunInput, SnapshotSeriesConfig, ToolCall, WorkspacePlacement } from './agent-run.types';
 import type { AgentLoopState } from './agent-run.state';
-import { agentRunActivities, DEFAULT_HOST_SCHEDULE_TO_START_S, hostLost, toolOnHost, type AgentRunActivities, type WorkspaceMover } from './agent-run.steps';
+import { agentRunActivities, hostLost, hostWaitSecondsOf, toolOnHost, type AgentRunActivities, type WorkspaceMover } from './agent-run.steps';
 import type { Outbox } from './outbox';
 import type { SnapshotSeries } from './snapshot-series';
 
@@ -45,10 +45,6 @@ export class WorkspaceHosts implements WorkspaceMover {
     private readonly openRecovery: (lane: string) => SnapshotSeries | undefined,
   ) {}
 
-  /** How long work (captures too) may wait on a host's queue before the host counts as lost. */
-  hostWaitS(): number {
-    return this.run.timeouts.host_schedule_to_start_s ?? DEFAULT_HOST_SCHEDULE_TO_START_S;
-  }
 
   pinned(): boolean {
     return this.run.placement !== undefined;
@@ -59,7 +55,7 @@ export class WorkspaceHosts implements WorkspaceMover {
     if (!placement) return;
     this.run.placement = placement;
     Object.assign(this.activities, agentRunActivities(this.input, this.run.timeouts, placement));
-    if (this.slot.series) this.slot.series.useLane(placement.lanes.snapshots, this.hostWaitS());
+    if (this.slot.series) this.slot.series.useLane(placement.lanes.snapshots, hostWaitSecondsOf(this.run.timeouts));
     else this.slot.series = this.openRecovery(placement.lanes.snapshots);
   }
 
