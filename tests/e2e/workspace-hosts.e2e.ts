@@ -35,6 +35,12 @@ describe('workspace hosts: no shared disk', () => {
       `SELECT (state->>'step')::int AS step, state->>'workspace_host' AS host, status FROM runs WHERE org = $1 AND run_id = $2`,
       [org, runId],
     ))[0];
+  /** Waits until the run is at least `step` steps in, on some host; its step and host then. */
+  const onHostAt = (runId: string, step: number) =>
+    waitFor(`run ${runId} ${step} steps in on a host`, async () => {
+      const s = await stateOf(runId);
+      return s && s.host && s.step >= step ? s : undefined;
+    }, 120_000, 50);
   const eventsOf = (runId: string, type: string) => events.filter((e) => e.value.run_id === runId && e.value.org === org && e.value.type === type);
   const dirOf = (host: string, runId: string) => join(platform.workspaceRoot(host), org, runId);
 
@@ -44,10 +50,7 @@ describe('workspace hosts: no shared disk', () => {
     const moved = uniqueId('moved');
     await start(reference, steps);
     await start(moved, steps);
-    const before = await waitFor('the run a few steps in on a host', async () => {
-      const s = await stateOf(moved);
-      return s && s.host && s.step >= 6 ? s : undefined;
-    }, 120_000, 50);
+    const before = await onHostAt(moved, 6);
     const lost = before.host as string;
     await platform.stopHost(lost, 'SIGKILL');
 
@@ -105,10 +108,7 @@ describe('workspace hosts: no shared disk', () => {
     const runId = uniqueId('series');
     const res = await platform.http('POST', '/agents', { org, body: { run_id: runId, goal: 'follow the run', max_steps: 12, snapshots: { per_turn: true } } });
     expect(res.status).toBe(202);
-    const before = await waitFor('the run a few steps in on a host', async () => {
-      const s = await stateOf(runId);
-      return s && s.host && s.step >= 4 ? s : undefined;
-    }, 120_000, 50);
+    const before = await onHostAt(runId, 4);
     await platform.stopHost(before.host as string, 'SIGKILL');
     await platform.waitForStatus(org, runId, 'done', 180_000);
     await platform.startHost(before.host as string);
@@ -154,10 +154,7 @@ describe('workspace hosts: no shared disk', () => {
     const child = uniqueId('fchild');
     const fork = await platform.http('POST', `/runs/${parent}/fork`, { org, body: { run_id: child, snapshot_id: from.snapshot_id } });
     expect(fork.status).toBe(202);
-    const at = await waitFor('the fork a few steps in on a host', async () => {
-      const s = await stateOf(child);
-      return s && s.host && s.step >= 6 ? s : undefined;
-    }, 120_000, 50);
+    const at = await onHostAt(child, 6);
     await platform.stopHost(at.host as string, 'SIGKILL');
     await platform.waitForStatus(org, child, 'done', 180_000);
     await platform.startHost(at.host as string);
