@@ -1,7 +1,7 @@
 /**
  * Scorers: pure functions from a case's output and target to a score with its explanation. The ones
- * that need the outside world (`files` reads a workspace, `model_graded` calls a judge) live where
- * those are; these need nothing but their arguments.
+ * that need the outside world (`files` reads a workspace, `model_graded` calls a judge) are in
+ * score.ts, which runs an eval's scorers over a case; these need nothing but their arguments.
  */
 
 /** What one scorer says about one case. */
@@ -68,8 +68,11 @@ export function choice(output: string, target: Target): Score {
   return { scorer: 'choice', value: wanted.includes(got) ? 1 : 0, explanation: wanted.includes(got) ? `chose ${got}` : `chose ${got}, not ${wanted.join(' or ')}` };
 }
 
-/** Valid JSON whose value has every key of `required` (a shallow check; the schema form comes with the scorer options). */
-export function json(output: string, required: string[] = []): Score {
+/**
+ * Valid JSON (fenced too) whose value has every key of `required` (a shallow check) and, given `check`
+ * (a compiled JSON Schema from the scorer's options), passes it.
+ */
+export function json(output: string, required: string[] = [], check?: (value: unknown) => string | undefined): Score {
   let value: unknown;
   try {
     value = JSON.parse(output.trim().replace(/^```(?:json)?\s*|\s*```$/g, ''));
@@ -77,7 +80,10 @@ export function json(output: string, required: string[] = []): Score {
     return { scorer: 'json', value: 0, explanation: `not JSON: ${(err as Error).message}` };
   }
   const missing = required.filter((k) => !(value && typeof value === 'object' && k in (value as Record<string, unknown>)));
-  return { scorer: 'json', value: missing.length ? 0 : 1, explanation: missing.length ? `JSON without ${missing.join(', ')}` : 'valid JSON with every required key' };
+  if (missing.length) return { scorer: 'json', value: 0, explanation: `JSON without ${missing.join(', ')}` };
+  const problem = check?.(value);
+  if (problem !== undefined) return { scorer: 'json', value: 0, explanation: `JSON that fails the schema: ${problem}` };
+  return { scorer: 'json', value: 1, explanation: check ? 'valid JSON that matches the schema' : 'valid JSON with every required key' };
 }
 
 /** Options a scorer refuses (a bad pattern, a target that is not a number): the eval's input is wrong, not the case. */
