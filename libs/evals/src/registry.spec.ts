@@ -31,7 +31,7 @@ describe('normaliseScorers', () => {
         'choice',
         { name: 'json', schema: { type: 'object', required: ['a'] } },
         { name: 'files', checks: [{ path: 'out.md', contains: 'done' }, { path: 'tmp.txt', exists: false }] },
-        { name: 'model_graded', rubric: 'Must name the city.', model: 'judge-1', endpoint: 'http://judge:8080/v1' },
+        { name: 'model_graded', rubric: 'Must name the city.', model: 'judge-1', endpoint: 'judge' },
       ]),
     ).toEqual([
       { name: 'exact' },
@@ -41,7 +41,7 @@ describe('normaliseScorers', () => {
       { name: 'choice' },
       { name: 'json', schema: { type: 'object', required: ['a'] } },
       { name: 'files', checks: [{ path: 'out.md', contains: 'done' }, { path: 'tmp.txt', exists: false }] },
-      { name: 'model_graded', rubric: 'Must name the city.', model: 'judge-1', endpoint: 'http://judge:8080/v1' },
+      { name: 'model_graded', rubric: 'Must name the city.', model: 'judge-1', endpoint: 'judge' },
     ]);
     expect(normaliseScorers(['numeric', 'files', 'model_graded', 'json'])).toEqual([{ name: 'numeric' }, { name: 'files' }, { name: 'model_graded' }, { name: 'json' }]);
   });
@@ -69,7 +69,7 @@ describe('normaliseScorers', () => {
     expect(scorerProblem([{ name: 'json', schema: { type: 'strnig' } }])).toMatch(/^scorer 'json': 'schema' is not a valid JSON Schema \(/);
     expect(scorerProblem([{ name: 'json', schema: { $ref: 'http://example.invalid/schema.json' } }])).toMatch(/^scorer 'json': 'schema' is not a valid JSON Schema \(.*resolve/);
     expect(scorerProblem([{ name: 'files', checks: [{ path: '/abs' }] }])).toBe("scorer 'files': 'checks[0].path' is absolute (it must be relative to the workspace)");
-    expect(scorerProblem([{ name: 'model_graded', endpoint: 'file:///etc/passwd' }])).toBe("scorer 'model_graded': 'endpoint' must be an http or https URL");
+    expect(scorerProblem([{ name: 'model_graded', endpoint: 'file:///etc/passwd' }])).toBe("scorer 'model_graded': 'endpoint' must name a configured model endpoint (like 'default')");
     expect(scorerProblem([{ name: 'model_graded', rubric: '' }])).toMatch(/^scorer 'model_graded': 'rubric' must be a non-empty string/);
   });
 

@@ -54,7 +54,6 @@ export const MAX_CHECKS = 200;
 const MAX_PATTERN_CHARS = 4096;
 const MAX_TEXT_OPTION_CHARS = 64 * 1024;
 const MAX_NAME_CHARS = 200;
-const MAX_URL_CHARS = 2048;
 
 /** A problem with one option, before it is known whose option it is. */
 class OptionProblem extends Error {}
@@ -120,8 +119,9 @@ function scorerSpec(name: ScorerName, options: Options): ScorerSpec {
       onlyOptions(options, ['rubric', 'model', 'endpoint']);
       const rubric = optionalText(options, 'rubric', MAX_TEXT_OPTION_CHARS);
       const model = optionalText(options, 'model', MAX_NAME_CHARS);
-      const endpoint = optionalText(options, 'endpoint', MAX_URL_CHARS);
-      if (endpoint !== undefined && !isHttpUrl(endpoint)) throw new OptionProblem("'endpoint' must be an http or https URL");
+      const endpoint = optionalText(options, 'endpoint', 63);
+      // A configured endpoint's name, never a URL: the workers hold the addresses and keys.
+      if (endpoint !== undefined && !/^[a-z0-9][a-z0-9_-]{0,62}$/.test(endpoint)) throw new OptionProblem("'endpoint' must name a configured model endpoint (like 'default')");
       return withDefined({ name, rubric, model, endpoint });
     }
     default: {
@@ -355,14 +355,6 @@ function compileRegex(pattern: string, flags: string | undefined, field = "'patt
   }
 }
 
-function isHttpUrl(text: string): boolean {
-  try {
-    const url = new URL(text);
-    return url.protocol === 'http:' || url.protocol === 'https:';
-  } catch {
-    return false;
-  }
-}
 
 function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === 'object' && value !== null && !Array.isArray(value);
