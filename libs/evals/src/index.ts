@@ -1,1 +1,2 @@
 export * from './scorers';
+export * from './suites';
