@@ -37,14 +37,15 @@ FROM base AS deps
 COPY --from=manifests /manifests/ ./
 RUN --mount=type=secret,id=extra-ca NODE_EXTRA_CA_CERTS=/run/secrets/extra-ca npm ci
 
-# --- compile libs and apps in place (libs/*/dist, apps/*/dist), then bundle the workflows and the dashboard ---
+# --- compile libs and apps in place (libs/*/dist, apps/*/dist), then bundle the workflows and the dashboard;
+#     the shipped eval suites (libs/evals/suites, read beside libs/evals/dist) go into the image with them ---
 FROM deps AS build
 COPY . .
 RUN npx tsc -b tsconfig.build.json \
  && node tools/bundle-workflows.js \
  && node tools/bundle-dashboard.js \
  && mkdir -p /out \
- && tar -cf - --exclude='*.tsbuildinfo' package.json apps/*/dist libs/*/package.json libs/*/dist tools/migrate.js tools/topics.js tools/token.js \
+ && tar -cf - --exclude='*.tsbuildinfo' package.json apps/*/dist libs/*/package.json libs/*/dist libs/evals/suites tools/migrate.js tools/topics.js tools/token.js \
     | tar -xf - -C /out
 
 # --- production dependencies only (dev deps pruned); workspace links node_modules/@agentrun/* -> libs/* ---

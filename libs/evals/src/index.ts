@@ -5,3 +5,4 @@ export * from './score';
 export * from './compare';
 export * from './paths';
 export * from './canonical';
+export * from './suites';
