@@ -113,15 +113,15 @@ describe('reading suites', () => {
 
   it('a bad line is reported with its file and line number; blank lines do not count', async () => {
     await writeFile(join(dir, 'qa.jsonl'), '{"id":"a","input":"q","target":"t"}\n\n{"id":"b","input":"q","target":7}\n');
-    expect(() => loadSuite('qa', dir)).toThrow("qa.jsonl line 3: 'target' must be a non-empty string or a non-empty list of them");
+    expect(() => loadSuite('qa', dir)).toThrow("qa.jsonl line 3: 'target' must be a string or a list of strings");
     await writeFile(join(dir, 'qa.jsonl'), '{"id":"a","input":"q","target":"t","extra":1}\n');
-    expect(() => loadSuite('qa', dir)).toThrow('qa.jsonl line 1: unknown key(s) extra');
+    expect(() => loadSuite('qa', dir)).toThrow("qa.jsonl line 1: unknown field 'extra'");
     await writeFile(join(dir, 'qa.jsonl'), '{"id":"a","input":"q","target":"t"}\n{"id":"a","input":"r","target":"t"}\n');
-    expect(() => loadSuite('qa', dir)).toThrow("qa.jsonl line 2: the id 'a' is already used on line 1");
+    expect(() => loadSuite('qa', dir)).toThrow("qa.jsonl line 2: duplicate id 'a' (first on line 1)");
     await writeFile(join(dir, 'qa.jsonl'), '{"id":"a",\n');
     expect(() => loadSuite('qa', dir)).toThrow(/qa\.jsonl line 1: not valid JSON/);
     await writeFile(join(dir, 'qa.jsonl'), '{"id":"a","input":[{"role":"robot","content":"x"}],"target":"t"}\n');
-    expect(() => loadSuite('qa', dir)).toThrow("'input' must be a non-empty string or a list of { role, content } turns");
+    expect(() => loadSuite('qa', dir)).toThrow("qa.jsonl line 1: 'input[0].role' must be one of system, user, assistant");
   });
 
   it('a missing file or manifest entry names what is missing', async () => {

@@ -6,6 +6,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { DatasetError, parseDatasetText, type EvalCase } from './dataset';
 
 export const SUITE_NAMES = ['qa', 'mcq', 'agent'] as const;
 export type SuiteName = (typeof SUITE_NAMES)[number];
@@ -31,21 +32,8 @@ export interface SuiteListing extends SuiteManifestEntry {
   cases: number;
 }
 
-export interface SuiteTurn {
-  role: 'system' | 'user' | 'assistant';
-  content: string;
-}
-
-/** One case of a shipped suite, checked for its shape only (the dataset parser holds the full rules). */
-export interface SuiteCase {
-  id: string;
-  input: string | SuiteTurn[];
-  /** One acceptable answer, or several. */
-  target: string | string[];
-  metadata?: Record<string, unknown>;
-  /** Workspace path -> text, seeded before an agent case runs. */
-  files?: Record<string, string>;
-}
+/** One case of a shipped suite: a dataset case. */
+export type SuiteCase = EvalCase;
 
 export interface ShippedSuite {
   manifest: SuiteManifestEntry;
@@ -127,54 +115,11 @@ function manifestEntry(value: unknown, where: string): SuiteManifestEntry {
 
 function readCases(dir: string, entry: SuiteManifestEntry): SuiteCase[] {
   const path = join(dir, entry.file);
-  const cases: SuiteCase[] = [];
-  const lineOf = new Map<string, number>();
-  for (const [i, line] of readText(path).split('\n').entries()) {
-    if (line.trim() === '') continue;
-    const where = `${entry.file} line ${i + 1}`;
-    let value: unknown;
-    try {
-      value = JSON.parse(line);
-    } catch (err) {
-      throw new SuiteError(`${where}: not valid JSON (${(err as Error).message})`);
-    }
-    const c = suiteCase(value, where);
-    const first = lineOf.get(c.id);
-    if (first !== undefined) throw new SuiteError(`${where}: the id '${c.id}' is already used on line ${first}`);
-    lineOf.set(c.id, i + 1);
-    cases.push(c);
+  // The same rules as a user's dataset: a suite is a dataset that ships with the platform.
+  try {
+    return parseDatasetText(readText(path));
+  } catch (err) {
+    if (err instanceof DatasetError) throw new SuiteError(`${entry.file} ${err.message}`);
+    throw err;
   }
-  if (cases.length === 0) throw new SuiteError(`${path} has no cases`);
-  return cases;
-}
-
-const CASE_ID = /^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$/;
-const CASE_KEYS = new Set(['id', 'input', 'target', 'metadata', 'files']);
-const ROLES = new Set(['system', 'user', 'assistant']);
-
-/** The shape only: the dataset parser, not this, decides the limits a user's dataset must keep. */
-function suiteCase(value: unknown, where: string): SuiteCase {
-  if (!isObject(value)) throw new SuiteError(`${where}: a case must be a JSON object`);
-  const unknown = Object.keys(value).filter((k) => !CASE_KEYS.has(k));
-  if (unknown.length) throw new SuiteError(`${where}: unknown key(s) ${unknown.join(', ')}; a case has ${[...CASE_KEYS].join(', ')}`);
-  const { id, input, target, metadata, files } = value;
-  if (typeof id !== 'string' || !CASE_ID.test(id)) throw new SuiteError(`${where}: 'id' must match ${CASE_ID}`);
-  const turnOk = (t: unknown) => isObject(t) && typeof t.role === 'string' && ROLES.has(t.role) && typeof t.content === 'string' && t.content !== '';
-  const inputOk = (typeof input === 'string' && input.trim() !== '') || (Array.isArray(input) && input.length > 0 && input.every(turnOk));
-  if (!inputOk) throw new SuiteError(`${where}: 'input' must be a non-empty string or a list of { role, content } turns`);
-  const nonEmpty = (t: unknown) => typeof t === 'string' && t.trim() !== '';
-  if (!(nonEmpty(target) || (Array.isArray(target) && target.length > 0 && target.every(nonEmpty)))) {
-    throw new SuiteError(`${where}: 'target' must be a non-empty string or a non-empty list of them`);
-  }
-  if (metadata !== undefined && !isObject(metadata)) throw new SuiteError(`${where}: 'metadata' must be an object`);
-  if (files !== undefined && !(isObject(files) && Object.values(files).every((t) => typeof t === 'string'))) {
-    throw new SuiteError(`${where}: 'files' must map workspace paths to text`);
-  }
-  return {
-    id,
-    input: input as SuiteCase['input'],
-    target: target as SuiteCase['target'],
-    ...(metadata !== undefined ? { metadata: metadata as Record<string, unknown> } : {}),
-    ...(files !== undefined ? { files: files as Record<string, string> } : {}),
-  };
 }
