@@ -1,10 +1,14 @@
 /**
- * An OpenAI-compatible chat-completions client (function calling), on Node 20's global fetch.
+ * An OpenAI-compatible chat-completions client (function calling) on the official `openai` SDK.
  *
- * It makes exactly one HTTP attempt per `complete()` call and classifies every failure as a typed
- * `ChatError`; retrying (and how long to wait) is the caller's decision, guided by `isRetryable(err)` and
- * `err.retryAfterMs`. No Temporal imports here: the activity wrapper lives elsewhere.
+ * It makes exactly one HTTP attempt per `complete()` call (the SDK's own retries are off) and classifies
+ * every failure as a typed `ChatError`; retrying (and how long to wait) is the caller's decision, guided by
+ * `isRetryable(err)` and `err.retryAfterMs`. No Temporal imports here: the activity wrapper lives elsewhere.
  */
+
+import { types } from 'node:util';
+import { APIConnectionError, APIConnectionTimeoutError, APIError, OpenAI } from 'openai';
+import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
 
 // ---------------------------------------------------------------------------------------------
 // Wire types (OpenAI's function-calling shape)
@@ -51,6 +55,9 @@ export interface ChatRequest {
   messages: ChatMessage[];
   tools?: ToolSpec[];
   max_tokens?: number;
+  temperature?: number;
+  /** Sequences that end the reply; an empty list is the same as none. */
+  stop?: string[];
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -123,12 +130,22 @@ export class ChatError extends Error {
   readonly status?: number;
   /** From `Retry-After` (seconds or an HTTP date) or `retry-after-ms`, when the server sent one. */
   readonly retryAfterMs?: number;
+  /** The error body's `code` (e.g. `insufficient_quota`, `rate_limit_exceeded`), when the server sent one. */
+  readonly code?: string;
+  /** The error body's `type` (e.g. `invalid_request_error`), when the server sent one. */
+  readonly type?: string;
 
-  constructor(kind: ChatErrorKind, message: string, extra: { status?: number; retryAfterMs?: number; cause?: unknown } = {}) {
+  constructor(
+    kind: ChatErrorKind,
+    message: string,
+    extra: { status?: number; retryAfterMs?: number; code?: string; type?: string; cause?: unknown } = {},
+  ) {
     super(message, extra.cause === undefined ? undefined : { cause: extra.cause });
     this.kind = kind;
     if (extra.status !== undefined) this.status = extra.status;
     if (extra.retryAfterMs !== undefined) this.retryAfterMs = extra.retryAfterMs;
+    if (extra.code !== undefined) this.code = extra.code;
+    if (extra.type !== undefined) this.type = extra.type;
   }
 
   get retryable(): boolean {
@@ -141,65 +158,152 @@ export function isRetryable(err: unknown): boolean {
   return err instanceof ChatError && err.retryable;
 }
 
+/**
+ * What a failed model call says about an evaluation: `infra_error` (the model service failed or is busy:
+ * 5xx, timeouts, network, unusable replies, a plain 429), `model_key_budget` (the key's quota, budget or
+ * credit is spent), `model_key_auth` (401/403: the key is wrong or not allowed), or `undefined` for anything
+ * else, above all another 4xx, which is the request's own fault.
+ */
+export type ModelErrorClass = 'infra_error' | 'model_key_budget' | 'model_key_auth';
+
+/** Words that mark a 429 as a spent quota rather than a rate limit (`insufficient_quota` contains `quota`). */
+const BUDGET_SPENT = /quota|budget|billing|credit/i;
+
+export function classifyModelError(err: unknown): ModelErrorClass | undefined {
+  if (!(err instanceof ChatError)) return undefined;
+  switch (err.kind) {
+    case 'server_error':
+    case 'timeout':
+    case 'network':
+    case 'bad_response':
+      return 'infra_error';
+    case 'rate_limited':
+      return budgetSpent(err) ? 'model_key_budget' : 'infra_error';
+    case 'bad_request':
+      // 402 Payment Required says by its status alone that the money is spent, whatever the body words.
+      if (err.status === 402) return 'model_key_budget';
+      if (err.status === 401 || err.status === 403) return 'model_key_auth';
+      return undefined;
+    default: {
+      const unknownKind: never = err.kind;
+      throw new TypeError(`classifyModelError: unknown ChatError kind '${String(unknownKind)}'`);
+    }
+  }
+}
+
+function budgetSpent(err: ChatError): boolean {
+  // Only the server's words: the `POST <url>` prefix of the message could contain anything.
+  const status = err.message.indexOf(`: HTTP ${err.status}`);
+  const serverWords = status === -1 ? err.message : err.message.slice(status);
+  return [err.code, err.type, serverWords].some((text) => text !== undefined && BUDGET_SPENT.test(text));
+}
+
 // ---------------------------------------------------------------------------------------------
 // The client
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * The SDK keeps only the `error` member of a JSON error body; servers that put `message`, `type` and `code`
+ * at the top level (vLLM's older replies, for one) would lose them, so such a body is passed on as `error`.
+ */
+class OpenAIKeepingFlatErrorBodies extends OpenAI {
+  protected override makeStatusError(status: number, body: object, message: string | undefined, headers: Headers): APIError {
+    const whole = isObject(body) && !('error' in body) ? { error: body } : body;
+    return super.makeStatusError(status, whole, message, headers);
+  }
+}
+
 export function createChatClient(options: ChatClientOptions): ChatClient {
-  const { apiKey, model } = options;
+  const { apiKey, model, timeoutMs } = options;
   if (!options.baseUrl) throw new TypeError('createChatClient: baseUrl is required');
   if (!model) throw new TypeError('createChatClient: model is required');
-  if (!(Number.isFinite(options.timeoutMs) && options.timeoutMs > 0)) {
-    throw new TypeError(`createChatClient: timeoutMs must be a positive number, got ${String(options.timeoutMs)}`);
+  if (!(Number.isFinite(timeoutMs) && timeoutMs > 0)) {
+    throw new TypeError(`createChatClient: timeoutMs must be a positive number, got ${String(timeoutMs)}`);
   }
-  const url = `${options.baseUrl.replace(/\/+$/, '')}/chat/completions`;
-  const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
-  if (apiKey) headers.authorization = `Bearer ${apiKey}`;
+  const baseURL = options.baseUrl.replace(/\/+$/, '');
+  const url = `${baseURL}/chat/completions`;
+  const sdk = new OpenAIKeepingFlatErrorBodies({
+    baseURL,
+    // The SDK refuses to start without a key; with none given, the Authorization header is dropped instead.
+    apiKey: apiKey || 'unused',
+    ...(apiKey ? {} : { defaultHeaders: { Authorization: null } }),
+    // Temporal's retry policy owns retries and their delays (from retryAfterMs): one attempt here.
+    maxRetries: 0,
+    // The SDK wants whole milliseconds; its timer stops at the response headers, the deadline below does not.
+    timeout: Math.ceil(timeoutMs),
+    // Set explicitly so that OPENAI_ORG_ID, OPENAI_PROJECT_ID, OPENAI_ADMIN_KEY and OPENAI_LOG change nothing.
+    organization: null,
+    project: null,
+    adminAPIKey: null,
+    logLevel: 'warn',
+  });
 
   async function complete(request: ChatRequest, signal?: AbortSignal): Promise<ChatReply> {
     signal?.throwIfAborted();
-    const body: Record<string, unknown> = { model, messages: request.messages };
-    if (request.tools && request.tools.length > 0) body.tools = request.tools;
-    if (request.max_tokens !== undefined) body.max_tokens = request.max_tokens;
-    const payload = JSON.stringify(body);
-
-    const controller = new AbortController();
+    const attempt = new AbortController();
     let timedOut = false;
     const timer = setTimeout(() => {
       timedOut = true;
-      controller.abort(new Error(`timed out after ${options.timeoutMs} ms`));
-    }, options.timeoutMs);
-    const onCallerAbort = () => controller.abort(signal?.reason);
+      attempt.abort(new Error(`timed out after ${timeoutMs} ms`));
+    }, timeoutMs);
+    const onCallerAbort = () => attempt.abort(signal?.reason);
     signal?.addEventListener('abort', onCallerAbort, { once: true });
 
-    let status: number;
-    let responseHeaders: Headers;
-    let text: string;
+    let body: unknown;
     try {
-      const response = await fetch(url, { method: 'POST', headers, body: payload, signal: controller.signal });
-      status = response.status;
-      responseHeaders = response.headers;
-      text = await response.text();
+      body = await sdk.chat.completions.create(paramsFor(model, request), { signal: attempt.signal });
     } catch (error) {
-      if (timedOut) throw new ChatError('timeout', `POST ${url}: no complete reply within ${options.timeoutMs} ms`, { cause: error });
+      if (timedOut || error instanceof APIConnectionTimeoutError) {
+        throw new ChatError('timeout', `POST ${url}: no complete reply within ${timeoutMs} ms`, { cause: error });
+      }
       if (signal?.aborted) throw signal.reason;
-      throw new ChatError('network', `POST ${url}: ${describeNetworkError(error)}`, { cause: error });
+      throw errorFor(url, error);
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onCallerAbort);
     }
-
-    if (status < 200 || status > 299) throw errorFor(url, status, responseHeaders, text);
-    return readReply(url, text, model);
+    return readReply(url, body, model);
   }
 
   return { model, complete };
 }
 
-function errorFor(url: string, status: number, headers: Headers, text: string): ChatError {
-  const detail = `POST ${url}: HTTP ${status}${serverMessage(text)}`;
-  const retryAfterMs = retryAfter(headers);
-  const extra = { status, ...(retryAfterMs === undefined ? {} : { retryAfterMs }) };
+function paramsFor(model: string, request: ChatRequest): ChatCompletionCreateParamsNonStreaming {
+  return {
+    model,
+    messages: request.messages,
+    ...(request.tools && request.tools.length > 0 ? { tools: request.tools } : {}),
+    ...(request.max_tokens !== undefined ? { max_tokens: request.max_tokens } : {}),
+    ...(request.temperature !== undefined ? { temperature: request.temperature } : {}),
+    ...(request.stop && request.stop.length > 0 ? { stop: request.stop } : {}),
+  };
+}
+
+/** Maps what the SDK threw (timeouts and the caller's abort are handled before) to a `ChatError`. */
+function errorFor(url: string, error: unknown): ChatError {
+  if (error instanceof APIConnectionError) {
+    return new ChatError('network', `POST ${url}: ${describeNetworkError(error.cause ?? error)}`, { cause: error });
+  }
+  if (error instanceof APIError && typeof error.status === 'number') return statusError(url, error, error.status);
+  // The SDK reads a JSON content type with `response.json()`, which throws this for a body that is not JSON.
+  if (isError(error) && error.name === 'SyntaxError') return new ChatError('bad_response', `POST ${url}: the body is not JSON (${error.message})`, { cause: error });
+  // Anything else was thrown while sending or reading (a reset connection, an unexpected abort).
+  return new ChatError('network', `POST ${url}: ${describeNetworkError(error)}`, { cause: error });
+}
+
+function statusError(url: string, error: APIError, status: number): ChatError {
+  const detail = `POST ${url}: HTTP ${status}${serverMessage(error, status)}`;
+  const retryAfterMs = error.headers ? retryAfter(error.headers) : undefined;
+  const body: unknown = error.error;
+  const code = isObject(body) ? textOf(body.code) : undefined;
+  const type = isObject(body) ? textOf(body.type) : undefined;
+  const extra = {
+    status,
+    cause: error,
+    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
+    ...(code === undefined ? {} : { code }),
+    ...(type === undefined ? {} : { type }),
+  };
   if (status === 429) return new ChatError('rate_limited', detail, extra);
   if (status >= 500) return new ChatError('server_error', detail, extra);
   if (status >= 400) return new ChatError('bad_request', detail, extra);
@@ -207,19 +311,22 @@ function errorFor(url: string, status: number, headers: Headers, text: string): 
 }
 
 /** `: <message>` from an OpenAI-style `{ error: { message } }` body, or a short excerpt of any other body. */
-function serverMessage(text: string): string {
-  try {
-    const parsed = JSON.parse(text) as unknown;
-    if (isObject(parsed)) {
-      const err = parsed.error;
-      if (isObject(err) && typeof err.message === 'string') return `: ${err.message}`;
-      if (typeof err === 'string') return `: ${err}`;
-    }
-  } catch {
-    // not JSON: fall through to the excerpt
-  }
+function serverMessage(error: APIError, status: number): string {
+  const body: unknown = error.error;
+  if (isObject(body) && typeof body.message === 'string') return `: ${body.message}`;
+  if (typeof body === 'string') return `: ${body}`;
+  // For a body that is not JSON the SDK's message is `<status> <body>`; for one it could not read, `(no body)`.
+  const text = error.message.startsWith(`${status} `) ? error.message.slice(`${status} `.length) : error.message;
+  if (/^status code \(no body\)$/.test(text)) return '';
   const excerpt = text.trim().replace(/\s+/g, ' ').slice(0, 200);
   return excerpt ? `: ${excerpt}` : '';
+}
+
+/** A body's `code` or `type` as text: OpenAI sends strings, some servers send the status number as `code`. */
+function textOf(value: unknown): string | undefined {
+  if (typeof value === 'string' && value) return value;
+  if (typeof value === 'number' && Number.isFinite(value)) return String(value);
+  return undefined;
 }
 
 /** `retry-after-ms` (milliseconds), else `Retry-After` as delta-seconds or an HTTP date. */
@@ -233,27 +340,28 @@ export function retryAfter(headers: Headers): number | undefined {
   return Number.isNaN(at) ? undefined : Math.max(0, at - Date.now());
 }
 
+/** `instanceof Error` is false for fetch's errors where they come from another realm (as under jest). */
+function isError(value: unknown): value is Error {
+  return value instanceof Error || types.isNativeError(value);
+}
+
 function describeNetworkError(error: unknown): string {
-  if (!(error instanceof Error)) return String(error);
+  if (!isError(error)) return String(error);
   // fetch reports `TypeError: fetch failed` and keeps the interesting part (ECONNREFUSED, ...) in `cause`.
   const cause = (error as { cause?: unknown }).cause;
-  if (cause instanceof Error) {
+  if (isError(cause)) {
     const code = (cause as { code?: unknown }).code;
     return `${error.message} (${typeof code === 'string' ? `${code}: ` : ''}${cause.message})`;
   }
   return error.message;
 }
 
-function readReply(url: string, text: string, requestedModel: string): ChatReply {
+/** Checks the parsed body: the SDK returns whatever the server sent (text, for a non-JSON content type). */
+function readReply(url: string, body: unknown, requestedModel: string): ChatReply {
   const bad = (why: string) => new ChatError('bad_response', `POST ${url}: ${why}`);
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch {
-    throw bad(`the body is not JSON: ${JSON.stringify(text.slice(0, 120))}`);
-  }
-  if (!isObject(parsed)) throw bad('the body is not a JSON object');
-  const choices = parsed.choices;
+  if (typeof body === 'string') throw bad(`the body is not JSON: ${JSON.stringify(body.slice(0, 120))}`);
+  if (!isObject(body)) throw bad('the body is not a JSON object');
+  const choices = body.choices;
   if (!Array.isArray(choices) || choices.length === 0) throw bad('the reply has no choices');
   const choice: unknown = choices[0];
   if (!isObject(choice) || !isObject(choice.message)) throw bad('choices[0] has no message');
@@ -284,8 +392,8 @@ function readReply(url: string, text: string, requestedModel: string): ChatReply
     content: message.content,
     tool_calls: wireCalls.map(parseToolCall),
     finish_reason: typeof finish === 'string' ? finish : null,
-    usage: readUsage(parsed.usage),
-    model: typeof parsed.model === 'string' && parsed.model ? parsed.model : requestedModel,
+    usage: readUsage(body.usage),
+    model: typeof body.model === 'string' && body.model ? body.model : requestedModel,
     message,
   };
 }
