@@ -1,4 +1,23 @@
-import { ChatError, createChatClient, isRetryable, type ChatClient, type ChatMessage, type ToolSpec } from '@agentrun/activities';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import {
+  BadArguments,
+  ChatError,
+  CPU_TOOLS,
+  createChatClient,
+  GPU_TOOLS,
+  isRetryable,
+  Workspace,
+  type ChatClient,
+  type ChatMessage,
+  type ToolSpec,
+} from '@agentrun/activities';
+import { TOOL_NAMES, toolFunctionSpec } from '@agentrun/contracts';
+import { choice, exact, includes, loadSuite, type Score, type SuiteCase } from '@agentrun/evals';
+import { applyReply, applyToolResult, planLlm, startConversation } from '@agentrun/workflows';
+import { answeredRight, DONT_KNOW, seededRight, wrongAnswer } from './eval-rules';
 import { MAX_BODY_BYTES, startModelServer, type ModelServer } from './model-server';
 
 /** Real HTTP on 127.0.0.1 random ports throughout: the deterministic model server and the real client. */
@@ -227,3 +246,249 @@ describe('chat client against the deterministic model server', () => {
 function post(body: unknown): RequestInit {
   return { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
 }
+
+// ---------------------------------------------------------------------------------------------
+// Eval rules
+// ---------------------------------------------------------------------------------------------
+
+const README = readFileSync(join(__dirname, '..', '..', '..', 'README.md'), 'utf8');
+
+/** The expected score the README documents for a suite: `k/n` in its row of the eval rules table. */
+function documentedScore(suite: string): { right: number; cases: number } {
+  const row = new RegExp(`^\\| \`${suite}\` \\|.*\\| (\\d+)/(\\d+) \\|`, 'm').exec(README);
+  if (!row) throw new Error(`README.md has no expected-score row for the suite '${suite}'`);
+  return { right: Number(row[1]), cases: Number(row[2]) };
+}
+
+/** The judge prompt of the `model_graded` scorer, byte for byte. */
+function gradingPrompt(g: { question: string; targets: string[]; submission: string; rubric?: string }): string {
+  return [
+    '[grading]',
+    '<question>',
+    g.question,
+    '</question>',
+    '<target>',
+    ...g.targets,
+    '</target>',
+    '<submission>',
+    g.submission,
+    '</submission>',
+    '<rubric>',
+    g.rubric ?? 'The submission is correct if it states the target answer; extra words are fine.',
+    '</rubric>',
+    'Explain briefly, then end with one line: GRADE: C (correct), GRADE: P (partly correct) or GRADE: I (incorrect).',
+  ].join('\n');
+}
+
+const ALL_TOOLS: ToolSpec[] = TOOL_NAMES.map((name) => toolFunctionSpec(name));
+const TOOLS_BY_NAME = new Map([...CPU_TOOLS, ...GPU_TOOLS].map((t) => [t.name as string, t]));
+
+interface FileCheck {
+  path: string;
+  exists?: boolean;
+  contains?: string;
+  matches?: string;
+}
+
+async function checkPasses(workspace: Workspace, check: FileCheck): Promise<boolean> {
+  let text: string | undefined;
+  try {
+    text = await workspace.read(check.path);
+  } catch {
+    text = undefined;
+  }
+  if (check.exists !== undefined) return (text !== undefined) === check.exists;
+  if (text === undefined) return false;
+  if (check.contains !== undefined) return text.includes(check.contains);
+  return new RegExp(check.matches!).test(text);
+}
+
+describe('eval rules of the deterministic model server', () => {
+  let server: ModelServer;
+  let root: string;
+  const client = (model = 'scripted') => createChatClient({ baseUrl: server.url, model, timeoutMs: 5000 });
+  const ask = (text: string, model = 'scripted') => client(model).complete({ messages: goal(text) });
+
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'model-server-evals-'));
+  });
+  afterAll(() => rm(root, { recursive: true, force: true }));
+  beforeEach(async () => {
+    server = await startModelServer({ port: 0 });
+  });
+  afterEach(() => server.close());
+
+  describe('[answer: X]', () => {
+    it('is answered with exactly X, trimmed, finish_reason stop, usage counted by words', async () => {
+      const reply = await ask('What is the capital of Peru? [answer:  Lima, the City of Kings ]');
+      expect(reply).toMatchObject({ content: 'Lima, the City of Kings', finish_reason: 'stop', tool_calls: [] });
+      // prompt: 'You are a careful agent.' (5) + the question with its directive (13); completion: 5 words.
+      expect(reply.usage).toEqual({ prompt_tokens: 18, completion_tokens: 5, total_tokens: 23 });
+    });
+
+    it('ends an agent conversation at once, tools offered or not', async () => {
+      const reply = await client().complete({ messages: goal('Parse the file data/x.csv. [answer: nothing to parse]'), tools: TOOLS });
+      expect(reply).toMatchObject({ content: 'nothing to parse', finish_reason: 'stop', tool_calls: [] });
+    });
+
+    it('composes with failure scenarios: the failures come first, then X', async () => {
+      const request = { messages: goal('[scenario:500] tell me [answer: 42]') };
+      for (let attempt = 1; attempt <= 2; attempt++) expect(await failure(client().complete(request))).toMatchObject({ status: 500 });
+      expect((await client().complete(request)).content).toBe('42');
+
+      const limited = { messages: goal('and again [answer: 43]') };
+      for (let attempt = 1; attempt <= 2; attempt++) expect(await failure(client('scripted-429').complete(limited))).toMatchObject({ status: 429 });
+      expect((await client('scripted-429').complete(limited)).content).toBe('43');
+
+      const malformed = goal('look it up [scenario:malformed_args] [answer: found it]');
+      const first = await client().complete({ messages: malformed, tools: TOOLS });
+      expect(first.tool_calls[0]).toMatchObject({ malformed: true });
+      malformed.push(first.message, { role: 'tool', tool_call_id: first.tool_calls[0].id, content: 'error: arguments are not valid JSON' });
+      expect((await client().complete({ messages: malformed, tools: TOOLS })).content).toBe('found it');
+    });
+  });
+
+  describe('shipped generate suites', () => {
+    const scorers: Record<string, (output: string, target: string | string[]) => Score> = { exact, choice };
+
+    it('wrong answers: a number plus one, the next letter, else I do not know', () => {
+      expect(['391', '-33', '2.5', 'A', 'B', 'D', 'Paris', 'H2O'].map(wrongAnswer)).toEqual(['392', '-32', '3.5', 'B', 'C', 'A', DONT_KNOW, DONT_KNOW]);
+    });
+
+    it('the seeded subset is the sha256 rule, fixed per suite and case', () => {
+      expect(seededRight('qa', 'qa-capital-france')).toBe(true);
+      expect(seededRight('qa', 'qa-capital-kenya')).toBe(false);
+      expect(seededRight('mcq', 'mcq-bits-in-byte')).toBe(false);
+      // The same case id under another suite rolls again.
+      const qa = loadSuite('qa').cases.map((c) => c.id);
+      expect(qa.filter((id) => seededRight('qa', id))).not.toEqual(qa.filter((id) => seededRight('mcq', id)));
+    });
+
+    it.each(['qa', 'mcq'] as const)('%s: the seeded subset is answered right, the rest wrong; the score is the one the README documents', async (suite) => {
+      const { manifest, cases } = loadSuite(suite);
+      const [scorerName] = manifest.scorers as string[];
+      const right = new Set(answeredRight(suite));
+      let total = 0;
+      for (const c of cases) {
+        // As the generate solver asks: an optional system prompt, then the input verbatim (whitespace aside).
+        const reply = await client().complete({ messages: [{ role: 'system', content: 'Answer the question.' }, { role: 'user', content: `\n${c.input as string}  ` }] });
+        expect(reply.finish_reason).toBe('stop');
+        const first = Array.isArray(c.target) ? c.target[0] : c.target;
+        expect({ id: c.id, content: reply.content }).toEqual({ id: c.id, content: right.has(c.id) ? first : wrongAnswer(first) });
+        const score = scorers[scorerName](reply.content!, c.target);
+        expect({ id: c.id, score: score.value }).toEqual({ id: c.id, score: right.has(c.id) ? 1 : 0 });
+        total += score.value;
+      }
+      expect(right.size).toBeGreaterThan(0);
+      expect(right.size).toBeLessThan(cases.length);
+      expect({ right: total, cases: cases.length }).toEqual(documentedScore(suite));
+    });
+
+    it('a case input inside a longer message is not a case: the agent scenario answers', async () => {
+      const [c] = loadSuite('qa').cases;
+      const reply = await client().complete({ messages: goal(`${c.input as string} Take your time.`), tools: TOOLS });
+      expect(reply.finish_reason).toBe('tool_calls');
+    });
+  });
+
+  describe('shipped agent suite', () => {
+    /** Runs a case as the `llm` policy would: its conversation, its step numbers, the real tools on a real workspace. */
+    async function runAgentCase(c: SuiteCase): Promise<{ workspace: Workspace; answer: string; calls: string[]; results: string[] }> {
+      const workspace = new Workspace(root, 'evals', c.id);
+      await workspace.write('goal.md', `# Goal\n\n${c.input as string}\n`);
+      for (const [path, text] of Object.entries(c.files ?? {})) await workspace.write(path, text);
+      let conversation = startConversation(c.input as string);
+      const calls: string[] = [];
+      const results: string[] = [];
+      for (let step = 0; step < 10; step++) {
+        const next = planLlm({ step, max_steps: 10, conversation });
+        if (next.kind === 'finish') break;
+        if (next.kind === 'llm') {
+          const reply = await client().complete({ messages: conversation.messages as ChatMessage[], tools: ALL_TOOLS });
+          const toolCalls = reply.tool_calls.map((t) => ({ id: t.id, name: t.name, arguments: t.raw_arguments }));
+          conversation = applyReply(conversation, { key: `${c.id}:${step}`, content: reply.content ?? '', tool_calls: toolCalls, finish_reason: reply.finish_reason ?? 'stop', attempt: 1, duplicate: false });
+          continue;
+        }
+        if (next.kind !== 'tool') throw new Error(`the llm policy never plans a ${next.kind} step`);
+        calls.push(`${next.tool} ${JSON.stringify(next.args)} at step ${step}`);
+        let output: string;
+        try {
+          output = await TOOLS_BY_NAME.get(next.tool)!.run(next.args, { workspace, step, heartbeat: () => undefined });
+        } catch (err) {
+          if (!(err instanceof BadArguments)) throw err;
+          output = `error: ${err.message}`;
+        }
+        results.push(output);
+        conversation = applyToolResult(conversation, next.call_id!, output);
+      }
+      if (conversation.answer === undefined) throw new Error(`${c.id}: no answer within 10 steps`);
+      return { workspace, answer: conversation.answer, calls, results };
+    }
+
+    it('the seeded subset calls the tool its goal names and leaves every check true; the rest fetch and leave none', async () => {
+      const { cases } = loadSuite('agent');
+      const right = new Set(answeredRight('agent'));
+      let total = 0;
+      for (const c of cases) {
+        const run = await runAgentCase(c);
+        const reference = c.metadata!.reference_call as { tool: string; args: Record<string, string> };
+        const fetched = reference.args.path ?? Object.keys(c.files!)[0];
+        expect({ id: c.id, calls: run.calls }).toEqual({
+          id: c.id,
+          calls: [right.has(c.id) ? `${reference.tool} ${JSON.stringify(reference.args)} at step 1` : `fetch ${JSON.stringify({ path: fetched })} at step 1`],
+        });
+        expect(run.answer).toBe(`done: ${[...run.results[0]].slice(0, 40).join('')}`);
+        // The target is what a right run's answer quotes, and a wrong run's does not.
+        expect({ id: c.id, includes: includes(run.answer, c.target).value }).toEqual({ id: c.id, includes: right.has(c.id) ? 1 : 0 });
+        const checks = c.metadata!.checks as FileCheck[];
+        const passed = await Promise.all(checks.map((check) => checkPasses(run.workspace, check)));
+        expect({ id: c.id, passed }).toEqual({ id: c.id, passed: checks.map(() => right.has(c.id)) });
+        total += passed.filter(Boolean).length / checks.length;
+      }
+      expect(right.size).toBeGreaterThan(0);
+      expect(right.size).toBeLessThan(cases.length);
+      expect({ right: total, cases: cases.length }).toEqual(documentedScore('agent'));
+    });
+
+    it('without the tool on offer it answers instead of calling it', async () => {
+      const c = loadSuite('agent').cases.find((k) => seededRight('agent', k.id) && (k.metadata!.reference_call as { tool: string }).tool === 'parse')!;
+      const reply = await client().complete({ messages: startConversation(c.input as string).messages as ChatMessage[], tools: TOOLS });
+      expect(reply).toMatchObject({ finish_reason: 'stop', tool_calls: [], content: "I cannot do this: the 'parse' tool is not offered." });
+    });
+  });
+
+  describe('the judge of model_graded', () => {
+    const judgeOf = (prompt: string, model = 'scripted') => client(model).complete({ messages: [{ role: 'user', content: prompt }] });
+
+    it('grades C when the normalised submission contains a target line, naming it', async () => {
+      const prompt = gradingPrompt({ question: 'What is the capital of France?', targets: ['Lutetia', 'Paris'], submission: 'It is\n  PARIS,   of course.' });
+      expect((await judgeOf(prompt)).content).toBe("The submission contains 'Paris'.\nGRADE: C");
+      const spaced = gradingPrompt({ question: 'Who wrote it?', targets: ['William   Shakespeare'], submission: 'william shakespeare' });
+      expect((await judgeOf(spaced)).content).toBe("The submission contains 'William   Shakespeare'.\nGRADE: C");
+    });
+
+    it('grades I when no target is in the submission', async () => {
+      const prompt = gradingPrompt({ question: 'What is the capital of France?', targets: ['Paris'], submission: 'Lyon' });
+      expect(await judgeOf(prompt)).toMatchObject({ content: 'The submission does not contain any target.\nGRADE: I', finish_reason: 'stop' });
+    });
+
+    it('takes scenarios from the question only, and is not an [answer:] or a shipped case', async () => {
+      const failing = gradingPrompt({ question: 'What is 2 + 2? [scenario:500]', targets: ['4'], submission: '4' });
+      for (let attempt = 1; attempt <= 2; attempt++) expect(await failure(judgeOf(failing))).toMatchObject({ kind: 'server_error', status: 500 });
+      expect((await judgeOf(failing)).content).toBe("The submission contains '4'.\nGRADE: C");
+      expect(await failure(judgeOf(gradingPrompt({ question: 'x [scenario:always_500]', targets: ['4'], submission: '4' })))).toMatchObject({ status: 500 });
+
+      const quiet = gradingPrompt({ question: 'What is 2 + 2? [answer: 4]', targets: ['4'], submission: 'five [scenario:always_500] [answer: four]', rubric: 'Exact. [scenario:bad_request]' });
+      expect((await judgeOf(quiet)).content).toBe('The submission does not contain any target.\nGRADE: I');
+      const qa = loadSuite('qa').cases[0];
+      const shipped = gradingPrompt({ question: qa.input as string, targets: [qa.target as string], submission: qa.target as string });
+      expect((await judgeOf(shipped)).content).toBe(`The submission contains '${qa.target as string}'.\nGRADE: C`);
+    });
+
+    it('a malformed grading prompt is a 400 that says what is missing', async () => {
+      const err = await failure(judgeOf('[grading]\n<question>\nx\n</question>\n<submission>\ny\n</submission>'));
+      expect(err).toMatchObject({ kind: 'bad_request', status: 400 });
+      expect(err.message).toMatch(/<question>, <target>, <submission> and <rubric>/);
+    });
+  });
+});

@@ -21,12 +21,25 @@
  * - `length`: a truncated answer (`max_tokens` words, default 8) with `finish_reason: 'length'`.
  * - `slow`: the `agent` reply after `[delay:MS]` ms (default 2000, at most 120000).
  *
+ * Eval rules (eval-rules.ts) decide the reply wherever a scenario would give the `agent` reply, so they compose
+ * with the failures: `rate_limited` fails twice, then answers by them. First match wins:
+ * - a LAST user message starting `[grading]` (the `model_graded` scorer's judge prompt) is judged: `GRADE: C`
+ *   when the submission contains a target line, else `GRADE: I` (normalised: lowercase, whitespace collapsed);
+ *   its directives are read from its <question> only; a malformed one is a 400;
+ * - `[answer: X]` in the last user message is answered with exactly X (`finish_reason: 'stop'`);
+ * - the input of a case of a shipped `generate` suite (qa, mcq) is answered with its first target when the
+ *   case is in the seeded subset (`seededRight`), else with a wrong answer (`wrongAnswer`);
+ * - the goal of a shipped `agent` case gets one tool call (the goal's own tool when seeded right, else `fetch`
+ *   on its path), then `done: <first 40 characters of the result>`.
+ * `length`, `always_500` and `bad_request` ignore them.
+ *
  * Unknown model, unknown scenario or malformed body -> 400 `{ error: { message, type: 'invalid_request_error' } }`;
- * a body over 1 MiB -> 413.
+ * a body over 1 MiB -> 413. The shipped suites are read at start: without them the server does not start.
  */
 import { createHash } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { agentAnswer, agentCall, answerDirective, generateAnswer, judge, readGrading, shippedCase, shippedCases, type Grading } from './eval-rules';
 
 export const SCENARIOS = [
   'agent',
@@ -73,6 +86,7 @@ export interface ModelServer {
 
 export async function startModelServer(options: ModelServerOptions = {}): Promise<ModelServer> {
   const host = options.host ?? '127.0.0.1';
+  shippedCases(); // a missing or broken shipped suite fails the start, not a request
   const attempts = new Map<string, number>();
   const pending = new Set<NodeJS.Timeout>();
   let requests = 0;
@@ -240,8 +254,12 @@ function respond(text: string, attempts: Map<string, number>): Reply {
   if (typeof parsed === 'string') return invalid(parsed);
   const request = parsed;
 
-  const lastUser = [...request.messages].reverse().find((m) => m.role === 'user');
-  const directive = lastUser ? /\[scenario:([^\]\s]+)\]/i.exec(lastUser.text)?.[1] : undefined;
+  const lastUser = lastUserText(request);
+  const grading = readGrading(lastUser);
+  if (typeof grading === 'string') return invalid(grading);
+  // A judge's directives are the graded case's: a submission or a rubric cannot switch the scenario.
+  const directives = grading ? grading.question : lastUser;
+  const directive = /\[scenario:([^\]\s]+)\]/i.exec(directives)?.[1];
   let scenario: Scenario | undefined;
   if (directive !== undefined) {
     scenario = scenarioNamed(directive.toLowerCase());
@@ -272,7 +290,7 @@ function respond(text: string, attempts: Map<string, number>): Reply {
             }
           : { status: 500, body: errorBody(`scripted server error (attempt ${attempt} of this conversation)`, 'server_error', null) };
       }
-      return completion(request, replyId, agentTurn(request, fingerprint));
+      return completion(request, replyId, scriptedTurn(request, fingerprint, grading));
     }
     case 'always_500':
       return { status: 500, body: errorBody('scripted server error (always)', 'server_error', null) };
@@ -280,16 +298,16 @@ function respond(text: string, attempts: Map<string, number>): Reply {
       return { status: 400, body: errorBody('scripted bad request: this request is refused', 'invalid_request_error', 'scripted_bad_request') };
     case 'malformed_args':
       if (toolResults(request) === 0) return completion(request, replyId, malformedTurn(request, fingerprint));
-      return completion(request, replyId, agentTurn(request, fingerprint));
+      return completion(request, replyId, scriptedTurn(request, fingerprint, grading));
     case 'length':
       return completion(request, replyId, lengthTurn(request));
     case 'slow': {
-      const delay = lastUser ? /\[delay:(\d+)\]/i.exec(lastUser.text)?.[1] : undefined;
+      const delay = /\[delay:(\d+)\]/i.exec(directives)?.[1];
       const delayMs = Math.min(delay === undefined ? DEFAULT_DELAY_MS : Number(delay), MAX_DELAY_MS);
-      return { ...completion(request, replyId, agentTurn(request, fingerprint)), delayMs };
+      return { ...completion(request, replyId, scriptedTurn(request, fingerprint, grading)), delayMs };
     }
     case 'agent':
-      return completion(request, replyId, agentTurn(request, fingerprint));
+      return completion(request, replyId, scriptedTurn(request, fingerprint, grading));
   }
 }
 
@@ -389,10 +407,14 @@ function toolResults(request: Request): number {
   return request.messages.filter((m) => m.role === 'tool').length;
 }
 
+/** The text of the last user message ('' without one): where directives, eval cases and goals are read. */
+function lastUserText(request: Request): string {
+  return [...request.messages].reverse().find((m) => m.role === 'user')?.text ?? '';
+}
+
 /** The words of the last user message, directives removed (at most 12), or a stand-in when there are none. */
 function goalWords(request: Request): string {
-  const lastUser = [...request.messages].reverse().find((m) => m.role === 'user');
-  const text = (lastUser?.text ?? '').replace(/\[[a-z_]+:[^\]]*\]/gi, ' ');
+  const text = lastUserText(request).replace(/\[[a-z_]+:[^\]]*\]/gi, ' ');
   const words = text.match(/[\p{L}\p{N}][\p{L}\p{N}'_-]*/gu) ?? [];
   return words.length ? words.slice(0, 12).join(' ') : 'the task';
 }
@@ -416,6 +438,33 @@ function argumentsFor(tool: OfferedTool, words: string): Record<string, Json> {
   const schema = properties[name];
   const type = isObject(schema) ? schema.type : undefined;
   return { [name]: type === 'integer' || type === 'number' ? 1 : type === 'boolean' ? true : words };
+}
+
+const say = (content: string): Turn => ({ content, tool_calls: [], finish_reason: 'stop' });
+
+/** The reply once any failure a scenario scripts is over: an eval rule's when one applies, else the `agent` scenario's. */
+function scriptedTurn(request: Request, fingerprint: string, grading: Grading | undefined): Turn {
+  return evalTurn(request, fingerprint, grading) ?? agentTurn(request, fingerprint);
+}
+
+/**
+ * The eval rules, first match wins: a grading prompt is judged; `[answer: X]` is answered X; the input of
+ * a shipped `generate` case is answered right or wrong as the case is seeded; the goal of a shipped
+ * `agent` case gets its one tool call, then `done: <the result's start>`.
+ */
+function evalTurn(request: Request, fingerprint: string, grading: Grading | undefined): Turn | undefined {
+  if (grading) return say(judge(grading));
+  const text = lastUserText(request);
+  const answer = answerDirective(text);
+  if (answer !== undefined) return say(answer);
+  const shipped = shippedCase(text);
+  if (!shipped) return undefined;
+  if (shipped.solver === 'generate') return say(generateAnswer(shipped));
+  const results = request.messages.filter((m) => m.role === 'tool');
+  if (results.length) return say(agentAnswer(results[results.length - 1].text));
+  const call = agentCall(shipped);
+  if (!request.tools.some((t) => t.name === call.tool)) return say(`I cannot do this: the '${call.tool}' tool is not offered.`);
+  return { content: null, tool_calls: [{ id: callId(fingerprint, 0), type: 'function', function: { name: call.tool, arguments: JSON.stringify(call.args) } }], finish_reason: 'tool_calls' };
 }
 
 function agentTurn(request: Request, fingerprint: string): Turn {
