@@ -1,7 +1,10 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
-import { commandServiceProvider } from '@agentrun/commands';
-import { CursorCodec, ReadModel, SnapshotManifest, TokenStore } from '@agentrun/persistence';
+import { commandServiceProvider, DatasetCatalog } from '@agentrun/commands';
+import { CursorCodec, EvalStore, ReadModel, SnapshotManifest, TokenStore } from '@agentrun/persistence';
+import { modelEndpointNames } from '@agentrun/config';
+import type { ObjectStore } from '@agentrun/archive';
+import { EvalsController } from './evals.controller';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { CommandsController } from './commands.controller';
@@ -21,7 +24,7 @@ export class GatewayModule {
   static forRoot(config: GatewayConfig): DynamicModule {
     return {
       module: GatewayModule,
-      controllers: [HealthController, DocsController, RunsController, RunEventsController, CommandsController, SessionController, SnapshotsController, DashboardController],
+      controllers: [HealthController, DocsController, RunsController, RunEventsController, CommandsController, SessionController, SnapshotsController, EvalsController, DashboardController],
       providers: [
         { provide: PLATFORM_CONFIG, useValue: config },
         { provide: SERVICE_NAME, useValue: 'gateway' },
@@ -38,6 +41,13 @@ export class GatewayModule {
         { provide: SnapshotManifest, inject: [Database], useFactory: (db: Database) => new SnapshotManifest(db.dataSource) },
         { provide: OBJECT_STORE, useValue: createObjectStore(objectStoreConfigOf(config)) },
         commandServiceProvider(config),
+        { provide: EvalStore, inject: [Database], useFactory: (db: Database) => new EvalStore(db.dataSource) },
+        {
+          provide: DatasetCatalog,
+          inject: [EvalStore, OBJECT_STORE],
+          useFactory: (evals: EvalStore, store: ObjectStore) =>
+            new DatasetCatalog(evals, store, modelEndpointNames(config.AGENTRUN_MODEL_ENDPOINTS)),
+        },
         Readiness,
         { provide: READINESS_CHECKS, inject: [Database, Kafka, Temporal, LiveEventsHub], useFactory: (...checks: unknown[]) => checks },
       ],

@@ -1,7 +1,12 @@
 import type { INestApplication } from '@nestjs/common';
 import { DocumentBuilder, SwaggerModule, type OpenAPIObject } from '@nestjs/swagger';
 import {
+  CASE_RESULT_PAGE_SCHEMA,
+  CASE_RESULT_ROW_SCHEMA,
   COMMAND_ACCEPTED_SCHEMA,
+  DATASET_LIST_SCHEMA,
+  DATASET_SCHEMA,
+  EVAL_COMPARISON_SCHEMA,
   PROBLEM_SCHEMA,
   RUN_DETAIL_SCHEMA,
   RUN_EVENT_SCHEMA,
@@ -24,6 +29,11 @@ export const API_SCHEMAS: Record<string, JsonSchema> = {
   RunEvent: embeddable(RUN_EVENT_SCHEMA),
   SnapshotRow: embeddable(SNAPSHOT_ROW_SCHEMA),
   SnapshotList: embeddable(SNAPSHOT_LIST_SCHEMA),
+  Dataset: embeddable(DATASET_SCHEMA),
+  DatasetList: embeddable(DATASET_LIST_SCHEMA),
+  CaseResultRow: embeddable(CASE_RESULT_ROW_SCHEMA),
+  CaseResultPage: embeddable(CASE_RESULT_PAGE_SCHEMA),
+  EvalComparison: embeddable(EVAL_COMPARISON_SCHEMA),
 };
 
 /**

@@ -1,4 +1,4 @@
-import { databaseSpec, int, lifecycleSpec, modeSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, int, lifecycleSpec, modeSpec, modelEndpointSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 /** A Temporal worker with Postgres for its ledgers: no Kafka, no run defaults (they arrive in each workflow's input). */
 export const gpuWorkerSpec = {
@@ -21,6 +21,10 @@ export const gpuWorkerSpec = {
   CASE_TICK_MS: int(250, 0, 60_000),
   /** Chance of a transient GPU error per case attempt, in thousandths (retried by policy). */
   CASE_HICCUP_PER_MILLE: int(100, 0, 1_000),
+  /** Real evals: the endpoints they may name, one model call's time limit, and the default answer length. */
+  ...modelEndpointSpec,
+  EVAL_MODEL_TIMEOUT_MS: int(60_000, 100, 600_000),
+  EVAL_MAX_TOKENS: int(256, 1, 32_768),
 };
 export type GpuWorkerConfig = ConfigOf<typeof gpuWorkerSpec>;
 export const loadGpuWorkerConfig = (env?: Env) => loadServiceConfig(gpuWorkerSpec, env);

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
-import { createAgentActivities, createEvalActivities, GPU_TOOLS } from '@agentrun/activities';
+import { createAgentActivities, createCaseSource, createChatClient, createEvalActivities, GPU_TOOLS, type ChatClient, type ChatClientFor } from '@agentrun/activities';
+import { modelEndpointsOf, readNamedSecret } from '@agentrun/config';
 import { lanesFor } from '@agentrun/contracts';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
@@ -21,7 +22,27 @@ export class GpuLaneWorker extends LaneWorkers {
     super(config);
   }
 
+  /** Chat clients for the eval lane by endpoint and model; a key is read from its secret when the client is made. */
+  private chatFor(): ChatClientFor {
+    const endpoints = modelEndpointsOf(this.config);
+    const clients = new Map<string, ChatClient>();
+    return (name = 'default', model) => {
+      const endpoint = endpoints[name];
+      // The starter checked the name against the same setting: a miss means the two processes disagree.
+      if (!endpoint) throw new Error(`no model endpoint '${name}' on this worker (AGENTRUN_MODEL_ENDPOINTS)`);
+      const key = `${name}\u0000${model}`;
+      let client = clients.get(key);
+      if (!client) {
+        const apiKey = endpoint.api_key_secret ? readNamedSecret(endpoint.api_key_secret) : name === 'default' ? this.config.MODEL_API_KEY : undefined;
+        client = createChatClient({ baseUrl: endpoint.base_url, model, timeoutMs: this.config.EVAL_MODEL_TIMEOUT_MS, ...(apiKey ? { apiKey } : {}) });
+        clients.set(key, client);
+      }
+      return client;
+    };
+  }
+
   protected lanes(): LaneWorkerOptions[] {
+    const store = createObjectStore(objectStoreConfigOf(this.config));
     return [
       {
         taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).gpuTools,
@@ -32,7 +53,7 @@ export class GpuLaneWorker extends LaneWorkers {
           tools: GPU_TOOLS,
           gpuLeases: new GpuLeases(this.db.dataSource),
           pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
-          payloads: { store: createObjectStore(objectStoreConfigOf(this.config)), inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
+          payloads: { store, inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
         }),
       },
       {
@@ -43,6 +64,7 @@ export class GpuLaneWorker extends LaneWorkers {
           ticks: this.config.CASE_TICKS,
           tickMs: this.config.CASE_TICK_MS,
           hiccupFraction: this.config.CASE_HICCUP_PER_MILLE / 1000,
+          real: { cases: createCaseSource(store), chatFor: this.chatFor(), maxTokens: this.config.EVAL_MAX_TOKENS },
         }),
       },
     ];

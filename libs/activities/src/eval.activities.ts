@@ -2,10 +2,13 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { createHash } from 'node:crypto';
 import type { EffectLedger } from '@agentrun/persistence';
+import { runRealCase, type RealCaseDeps } from './eval-cases';
 import { CASE_ERROR_TYPES, type CaseErrorType, type CaseOutcome, type CaseRequest, type EvalActivities } from '@agentrun/workflows';
 
 export interface EvalActivityDeps {
   effects: EffectLedger;
+  /** Real solvers (cases with a `spec`); without it such a case fails the activity. */
+  real?: RealCaseDeps;
   /** A case's GPU time: this many heartbeating ticks of `tickMs`. */
   ticks: number;
   tickMs: number;
@@ -20,10 +23,11 @@ export function roll(seed: string): number {
 
 function caseFailed(outcome: CaseOutcome): never {
   throw ApplicationFailure.create({
-    message: `case ${outcome.case_id} failed the benchmark (${outcome.error_type})`,
+    message: `case ${outcome.case_id} failed the benchmark (${outcome.error_type})${outcome.result?.error ? `: ${outcome.result.error}` : ''}`,
     type: 'CaseFailed',
     nonRetryable: true,
-    details: [{ error_type: outcome.error_type }],
+    // The workflow reads the error type, and for real solvers what the case said and when.
+    details: [{ error_type: outcome.error_type, ...(outcome.result ? { result: outcome.result, attempt: outcome.attempt } : {}) }],
   });
 }
 
@@ -42,7 +46,15 @@ export function createEvalActivities(deps: EvalActivityDeps): EvalActivities {
         const outcome = { ...recorded.result, attempt, duplicate: true };
         return outcome.ok ? outcome : caseFailed(outcome);
       }
-      // Seeded by run and case, not by org: a run reproduces itself, a retry run rolls again.
+      if (request.spec) {
+        if (!deps.real) throw ApplicationFailure.nonRetryable('this worker runs no real eval solvers', 'BadArguments');
+        const { outcome } = await runRealCase(deps.real, { ...request, spec: request.spec });
+        ctx.cancellationSignal.throwIfAborted();
+        const stored = await deps.effects.record(request.key, 'eval_case', outcome, attempt);
+        const result = stored.duplicate ? { ...stored.result, attempt, duplicate: true } : stored.result;
+        return result.ok ? result : caseFailed(result);
+      }
+      // Synthetic: seeded by run and case, not by org: a run reproduces itself, a retry run rolls again.
       const seed = `${request.run_id}:${request.case_id}`;
       if (roll(`${seed}:attempt${attempt}`) < deps.hiccupFraction) {
         throw ApplicationFailure.retryable(`transient GPU error on ${request.case_id} (attempt ${attempt})`, 'GpuHiccup');

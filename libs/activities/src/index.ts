@@ -6,3 +6,4 @@ export * from './snapshot.activities';
 export * from './llm';
 export * from './payloads';
 export * from './eval.activities';
+export * from './eval-cases';

@@ -1,11 +1,12 @@
 import type { FactoryProvider } from '@nestjs/common';
-import type { RunDefaultsConfig, TemporalConfig } from '@agentrun/config';
+import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
+import { modelEndpointNames, type RunDefaultsConfig, type TemporalConfig } from '@agentrun/config';
 import { Database, Kafka, Temporal } from '@agentrun/runtime';
 import { CommandService } from './command.service';
 import { agentDefaultsOf, createCommandService, evalDefaultsOf } from './wiring';
 
 /** The command service as a Nest provider, for every service that accepts commands. */
-export function commandServiceProvider(config: RunDefaultsConfig & Pick<TemporalConfig, 'AGENTRUN_TASK_QUEUE_PREFIX'>): FactoryProvider<CommandService> {
+export function commandServiceProvider(config: RunDefaultsConfig & Pick<TemporalConfig, 'AGENTRUN_TASK_QUEUE_PREFIX'> & Parameters<typeof objectStoreConfigOf>[0]): FactoryProvider<CommandService> {
   return {
     provide: CommandService,
     inject: [Temporal, Database, Kafka],
@@ -18,6 +19,8 @@ export function commandServiceProvider(config: RunDefaultsConfig & Pick<Temporal
         taskQueuePrefix: config.AGENTRUN_TASK_QUEUE_PREFIX,
         agentDefaults: agentDefaultsOf(config),
         evalDefaults: evalDefaultsOf(config),
+        objectStore: createObjectStore(objectStoreConfigOf(config)),
+        modelEndpoints: modelEndpointNames(config.AGENTRUN_MODEL_ENDPOINTS),
       }),
   };
 }

@@ -4,7 +4,7 @@ import { looksUnreachable, TransientCommandError } from './errors';
 import type { CommandHandlers } from './handlers/command-handler';
 import { createCommandHandlers } from './handlers/registry';
 import type { AgentDefaults, EvalDefaults } from './handlers/run-starter';
-import type { CommandLedgerPort, OutcomePublisherPort, RunDirectoryPort, SnapshotLookupPort } from './ports';
+import type { CommandLedgerPort, DatasetCatalogPort, OutcomePublisherPort, RunDirectoryPort, SnapshotLookupPort } from './ports';
 
 export interface CommandServiceDeps {
   runs: RunDirectoryPort;
@@ -16,6 +16,8 @@ export interface CommandServiceDeps {
   taskQueuePrefix: string;
   agentDefaults: AgentDefaults;
   evalDefaults: EvalDefaults;
+  /** Real evals' datasets and model endpoints; without it an eval with a dataset is refused. */
+  datasets?: DatasetCatalogPort;
   now?: () => Date;
 }
 

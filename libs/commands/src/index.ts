@@ -9,3 +9,4 @@ export * from './adapters/temporal-run-directory';
 export * from './adapters/kafka-outcome-publisher';
 export * from './wiring';
 export * from './command-service.provider';
+export * from './adapters/dataset-catalog';

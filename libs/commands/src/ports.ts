@@ -1,5 +1,5 @@
-import type { CommandOutcome, Outcome, RunKind, SnapshotRow } from '@agentrun/contracts';
-import type { AgentRunInput, EvalRunInput, EvalRunState } from '@agentrun/workflows';
+import type { CommandOutcome, EvalStartPayload, Outcome, RunKind, SnapshotRow } from '@agentrun/contracts';
+import type { AgentRunInput, EvalDatasetRef, EvalRunInput, EvalRunState, NamedSpec } from '@agentrun/workflows';
 
 /** A command id's first decision, as the ledger stored it. */
 export interface LedgerDecision {
@@ -89,4 +89,20 @@ export interface SnapshotLookupPort {
 /** Publishes outcome records; resolves once the record is durable. */
 export interface OutcomePublisherPort {
   publish(outcome: CommandOutcome): Promise<void>;
+}
+
+/** A start's dataset, resolved: its reference for the workers, its case ids, and a shipped suite's defaults. */
+export interface ResolvedDataset {
+  ref: EvalDatasetRef;
+  case_ids: string[];
+  solver?: string;
+  scorers?: NamedSpec[];
+}
+
+/** Where eval datasets are found: shipped suites, stored datasets, and inline cases (stored on the way). */
+export interface DatasetCatalogPort {
+  /** The dataset, or why it cannot be used (said to the sender as it is). */
+  resolve(org: string, dataset: NonNullable<EvalStartPayload['dataset']>): Promise<ResolvedDataset | string>;
+  /** The model endpoints the workers are configured with. */
+  readonly modelEndpoints: readonly string[];
 }

@@ -2,7 +2,9 @@ import type { Client } from '@temporalio/client';
 import type { RunDefaultsConfig } from '@agentrun/config';
 import { TOPICS } from '@agentrun/contracts';
 import type { KafkaBus } from '@agentrun/kafka';
-import { CommandLedger, SnapshotManifest } from '@agentrun/persistence';
+import type { ObjectStore } from '@agentrun/archive';
+import { CommandLedger, EvalStore, SnapshotManifest } from '@agentrun/persistence';
+import { DatasetCatalog } from './adapters/dataset-catalog';
 import type { DataSource } from 'typeorm';
 import { KafkaOutcomePublisher } from './adapters/kafka-outcome-publisher';
 import { TemporalRunDirectory } from './adapters/temporal-run-directory';
@@ -19,6 +21,10 @@ export interface CommandServiceWiring {
   taskQueuePrefix: string;
   agentDefaults: AgentDefaults;
   evalDefaults: EvalDefaults;
+  /** Stored datasets' cases; with it, evals over datasets are served. */
+  objectStore?: ObjectStore;
+  /** The model endpoint names the eval workers are configured with. */
+  modelEndpoints?: readonly string[];
 }
 
 /** The command service as every entry point (Kafka consumer, HTTP) builds it: ledger in Postgres, outcomes on Kafka. */
@@ -34,6 +40,7 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
     taskQueuePrefix: w.taskQueuePrefix,
     agentDefaults: w.agentDefaults,
     evalDefaults: w.evalDefaults,
+    ...(w.objectStore ? { datasets: new DatasetCatalog(new EvalStore(w.dataSource), w.objectStore, w.modelEndpoints ?? ['default']) } : {}),
   });
 }
 

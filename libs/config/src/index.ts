@@ -2,3 +2,4 @@ export * from './env';
 export * from './platform';
 export * from './faults';
 export * from './production';
+export * from './model-endpoints';

@@ -1,6 +1,6 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { RUN_KINDS } from './commands';
-import { RUN_EVENT_SCHEMA, SNAPSHOT_ROW_SCHEMA, type RunEventEnvelope, type RunStateView } from './events';
+import { CASE_RESULT_SCHEMA, RUN_EVENT_SCHEMA, SNAPSHOT_ROW_SCHEMA, type RunEventEnvelope, type RunStateView } from './events';
 import { RUN_ID_PATTERN } from './names';
 import { OUTCOMES, REJECTION_REASONS } from './outcomes';
 import { AnyObject, Embedded, StringEnum } from './schema';
@@ -81,3 +81,76 @@ export type SnapshotList = Static<typeof SNAPSHOT_LIST_SCHEMA>;
 /** `POST /session`: trades an API token for the session cookie (answers 204). */
 export const SESSION_REQUEST_SCHEMA = Type.Object({ token: Type.String() }, { additionalProperties: false, title: 'SessionRequest' });
 export type SessionRequest = Static<typeof SESSION_REQUEST_SCHEMA>;
+
+/** `POST /datasets` and `GET /datasets`: a dataset an org stored, by name and content hash. */
+export const DATASET_SCHEMA = Type.Object(
+  {
+    id: Type.String({ pattern: '^[0-9a-f]{64}$', description: "sha256 of the cases' canonical JSONL: the same cases have the same id however they arrived" }),
+    name: Type.String(),
+    origin: StringEnum(['upload', 'inline'] as const),
+    case_count: Type.Integer({ minimum: 1 }),
+    bytes: Type.Integer({ minimum: 0 }),
+    created_at: Type.String({ format: 'date-time' }),
+  },
+  { $id: 'https://agentrun.dev/schemas/dataset.v1.json', title: 'Dataset' },
+);
+
+export const DATASET_LIST_SCHEMA = Type.Object(
+  {
+    datasets: Type.Array(Embedded(DATASET_SCHEMA)),
+    suites: Type.Array(
+      Type.Object({ name: Type.String(), description: Type.String(), solver: Type.String(), scorers: Type.Array(Type.Unknown()), cases: Type.Integer({ minimum: 0 }) }, { additionalProperties: true }),
+      { description: 'suites shipped with the platform, named by `dataset: {"name": ...}`' },
+    ),
+  },
+  { $id: 'https://agentrun.dev/schemas/dataset-list.v1.json', title: 'DatasetList' },
+);
+
+/** `GET /runs/{id}/results`: one finished case of an eval run. */
+export const CASE_RESULT_ROW_SCHEMA = Type.Object(
+  {
+    case_id: Type.String(),
+    status: Type.String(),
+    score: Type.Union([Type.Number(), Type.Null()]),
+    error_type: Type.Union([Type.String(), Type.Null()]),
+    attempts: Type.Union([Type.Integer(), Type.Null()]),
+    usage: Type.Union([Type.Object({ prompt_tokens: Type.Integer(), completion_tokens: Type.Integer() }), Type.Null()]),
+    duration_ms: Type.Union([Type.Integer(), Type.Null()]),
+    finished_at: Type.String({ format: 'date-time' }),
+    result: Type.Union([Embedded(CASE_RESULT_SCHEMA), Type.Null()], { description: 'input, target, output and scores; null for synthetic cases' }),
+  },
+  { $id: 'https://agentrun.dev/schemas/case-result-row.v1.json', title: 'CaseResultRow' },
+);
+
+export const CASE_RESULT_PAGE_SCHEMA = Type.Object(
+  {
+    run_id: Type.String({ pattern: RUN_ID_PATTERN }),
+    cases: Type.Array(Embedded(CASE_RESULT_ROW_SCHEMA)),
+    next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'pass as `cursor` for the next page; null on the last' }),
+  },
+  { $id: 'https://agentrun.dev/schemas/case-result-page.v1.json', title: 'CaseResultPage' },
+);
+
+/** `GET /runs/{id}/compare?with=`: this run (`current`) against another (`baseline`) over the same dataset. */
+export const EVAL_COMPARISON_SCHEMA = Type.Object(
+  {
+    run_id: Type.String(),
+    with: Type.String(),
+    dataset_id: Type.String(),
+    cases: Type.Array(
+      Type.Object({
+        case_id: Type.String(),
+        change: StringEnum(['improved', 'regressed', 'unchanged', 'added', 'removed'] as const),
+        current: Type.Union([Type.Number(), Type.Null()]),
+        baseline: Type.Union([Type.Number(), Type.Null()]),
+        note: Type.Optional(Type.String()),
+      }),
+    ),
+    counts: Type.Record(Type.String(), Type.Integer({ minimum: 0 })),
+    mean_current: Type.Union([Type.Number(), Type.Null()]),
+    mean_baseline: Type.Union([Type.Number(), Type.Null()]),
+    mean_difference: Type.Union([Type.Number(), Type.Null()], { description: 'current minus baseline, over cases graded in both' }),
+    ci95: Type.Union([Type.Tuple([Type.Number(), Type.Number()]), Type.Null()], { description: 'paired bootstrap percentile interval of the mean difference' }),
+  },
+  { $id: 'https://agentrun.dev/schemas/eval-comparison.v1.json', title: 'EvalComparison' },
+);

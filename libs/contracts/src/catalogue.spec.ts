@@ -1,3 +1,4 @@
+import Ajv from 'ajv';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { COMMAND_ENVELOPE_SCHEMA, COMMAND_PAYLOAD_SCHEMAS } from './commands';
@@ -44,6 +45,16 @@ function withoutAdditions(current: unknown, v1: unknown, path = '$'): { pruned: 
   return { pruned, added };
 }
 
+/**
+ * eval.start loosened two rules in a compatible way (checked by the test that runs v1's starts through
+ * both): `suite` is no longer required, and a dataset is a third way to name the cases beside
+ * `case_ids` and `cases`. For the structural comparison it takes v1's `required` and case rule back.
+ */
+function withV1CaseRule(current: Record<string, unknown>, v1: Record<string, unknown>): Record<string, unknown> {
+  const { anyOf: _anyOf, not: _not, required: _required, ...rest } = current;
+  return { ...rest, required: v1.required, oneOf: v1.oneOf };
+}
+
 describe('the catalogue keeps the version 1 wire', () => {
   // The schemas as they were written by hand before the catalogue. The generated ones may only have
   // grown: every v1 property as it was, and each property added since optional.
@@ -57,9 +68,30 @@ describe('the catalogue keeps the version 1 wire', () => {
     ['RUN_EVENT_SCHEMA', RUN_EVENT_SCHEMA],
     ['AGENT_STATE_SCHEMA', AGENT_STATE_SCHEMA],
   ])('%s is the version 1 JSON Schema, with only optional properties added', (name, schema) => {
-    const { pruned, added } = withoutAdditions(plainSchema(schema), v1[name]);
+    const current = plainSchema(schema) as Record<string, Record<string, unknown>>;
+    if (name === 'COMMAND_PAYLOAD_SCHEMAS') current['eval.start'] = withV1CaseRule(current['eval.start'], (v1[name] as Record<string, Record<string, unknown>>)['eval.start']);
+    const { pruned, added } = withoutAdditions(current, v1[name]);
     expect(pruned).toEqual(v1[name]);
     expect(added.filter((a) => a.required)).toEqual([]);
+  });
+
+  it('eval.start only grew: every start version 1 took is still taken, and what it refused for its cases still is', () => {
+    const ajv = new Ajv({ strict: false });
+    const before = ajv.compile((v1.COMMAND_PAYLOAD_SCHEMAS as Record<string, object>)['eval.start']);
+    const after = ajv.compile(plainSchema(COMMAND_PAYLOAD_SCHEMAS['eval.start']) as object);
+    const starts = [
+      { model: 'm', suite: 's', cases: 3 },
+      { model: 'm', suite: 's', case_ids: ['a', 'b'], fail_fraction: 0.5, reviewers: ['alice'] },
+      { model: 'm', suite: 's', cases: 3, case_ids: ['a'] },
+      { model: 'm', suite: 's' },
+      { model: 'm', suite: 's', cases: 0 },
+    ];
+    for (const start of starts) if (before(start)) expect(after(start)).toBe(true);
+    // Both ways of naming cases at once, or none, are still refused.
+    expect(after(starts[2])).toBe(false);
+    expect(after(starts[3])).toBe(false);
+    // What is new: a dataset names the cases, and the suite label is optional with it.
+    expect(after({ model: 'm', dataset: { name: 'qa' } })).toBe(true);
   });
 
   it('sees an added property, and refuses a required one', () => {

@@ -58,17 +58,36 @@ const AGENT_START_SCHEMA = Type.Object(
 );
 export type AgentStartPayload = Static<typeof AGENT_START_SCHEMA>;
 
+/** The cases of an eval: inline, an uploaded dataset by name or content hash, or a suite shipped in the repository. */
+export const EVAL_DATASET_SCHEMA = Type.Union([
+  Type.Object({ cases: Type.Array(AnyObject(), { minItems: 1, maxItems: 500 }), name: Type.Optional(Name()) }, { additionalProperties: false }),
+  Type.Object({ name: Name() }, { additionalProperties: false }),
+  Type.Object({ id: Type.String({ pattern: '^[0-9a-f]{64}$' }) }, { additionalProperties: false }),
+]);
+/** A solver or scorer by name, or by name with its options (checked by the evals library, which knows each one's options). */
+const NamedSpec = () => Type.Union([Name(), Type.Object({ name: Name() }, { additionalProperties: true })]);
+
 const EVAL_START_SCHEMA = Type.Object(
   {
+    /** The model under test. */
     model: Name(),
-    suite: Name(),
+    /** A label for the run; with a dataset it defaults to the dataset's name. */
+    suite: Type.Optional(Name()),
     case_ids: Type.Optional(Type.Array(Name(), { minItems: 1, maxItems: 500, uniqueItems: true })),
+    /** Synthetic runs: this many made-up cases. With a dataset: its first this many cases. */
     cases: Type.Optional(Type.Integer({ minimum: 1, maximum: 500 })),
+    /** The synthetic solver's chance of failing a case. */
     fail_fraction: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })),
     reviewers: Type.Optional(Type.Array(Name(), { maxItems: 50 })),
+    dataset: Type.Optional(EVAL_DATASET_SCHEMA),
+    /** `generate`, `agent` or `synthetic` (the default without a dataset), or `{"name": ..., ...options}`. */
+    solver: Type.Optional(NamedSpec()),
+    scorers: Type.Optional(Type.Array(NamedSpec(), { minItems: 1, maxItems: 10 })),
+    /** A model endpoint the workers are configured with (`AGENTRUN_MODEL_ENDPOINTS`); absent: `default`. */
+    model_endpoint: Type.Optional(Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$' })),
   },
-  // Exactly one way to name the cases: a list of ids or a count.
-  { additionalProperties: false, oneOf: [{ required: ['case_ids'] }, { required: ['cases'] }] },
+  // Cases by a list of ids, a count, or a dataset (ids and a count are two answers to one question).
+  { additionalProperties: false, anyOf: [{ required: ['case_ids'] }, { required: ['cases'] }, { required: ['dataset'] }], not: { required: ['case_ids', 'cases'] } },
 );
 export type EvalStartPayload = Static<typeof EVAL_START_SCHEMA>;
 

@@ -65,12 +65,38 @@ export const CASE_VIEW_SCHEMA = Type.Object({
 });
 export type CaseView = Static<typeof CASE_VIEW_SCHEMA>;
 
+/** One scorer's verdict on one case. */
+export const CASE_SCORE_SCHEMA = Type.Object({
+  scorer: Type.String(),
+  value: Type.Number({ minimum: 0, maximum: 1 }),
+  explanation: Type.String({ maxLength: 2_000 }),
+});
+export type CaseScore = Static<typeof CASE_SCORE_SCHEMA>;
+
+/** A case's result as `case_finished` carries it; texts are cut to fit an event (`truncated` says so). */
+export const CASE_RESULT_SCHEMA = Type.Object({
+  /** The input as text (chat turns as `role: content` lines). */
+  input: Type.String({ maxLength: 4_000 }),
+  target: Type.Array(Type.String({ maxLength: 1_000 })),
+  output: Type.Union([Type.String({ maxLength: 8_000 }), Type.Null()]),
+  scores: Type.Array(CASE_SCORE_SCHEMA),
+  usage: Type.Optional(Type.Object({ prompt_tokens: Type.Integer({ minimum: 0 }), completion_tokens: Type.Integer({ minimum: 0 }) })),
+  duration_ms: Type.Integer({ minimum: 0 }),
+  /** What went wrong, for a case that ended with an error type. */
+  error: Type.Optional(Type.String({ maxLength: 2_000 })),
+  truncated: Type.Optional(Type.Boolean()),
+});
+export type CaseResult = Static<typeof CASE_RESULT_SCHEMA>;
+
 /** The whole state of an eval run, carried by every eval event as `payload.state`. */
 export const EVAL_STATE_SCHEMA = Type.Object(
   {
     status: StringEnum(EVAL_STATUSES),
     model: Type.String(),
     suite: Type.String(),
+    /** The dataset's content hash and the solver, for runs over a real dataset. */
+    dataset_id: Type.Optional(Type.String()),
+    solver: Type.Optional(Type.String()),
     total: Type.Integer({ minimum: 0 }),
     done: Type.Integer({ minimum: 0 }),
     counts: Type.Object({ ok: Type.Integer({ minimum: 0 }), failed: Type.Integer({ minimum: 0 }), ungraded: Type.Integer({ minimum: 0 }) }),
@@ -179,6 +205,8 @@ export const RUN_EVENT_FIELDS = {
     score: Type.Optional(Type.Number()),
     attempts: Type.Optional(Type.Integer({ minimum: 1 })),
     error_type: Type.Optional(StringEnum(CASE_ERROR_TYPES)),
+    /** Real solvers (not `synthetic`): what the case was, what came out and how it was scored. */
+    result: Type.Optional(CASE_RESULT_SCHEMA),
   }),
   run_finished: Type.Object({
     /** The `llm` policy's final answer, when it gave one. */

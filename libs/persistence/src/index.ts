@@ -7,3 +7,4 @@ export * from './tokens';
 export * from './capture-sources';
 export * from './run-touch-listener';
 export * from './run-state';
+export * from './evals';

@@ -32,6 +32,7 @@ export async function applyRunEvents(dataSource: DataSource, events: RunEventEnv
     if (inserted.length === 0) return { inserted: 0, touched: [] };
     await upsertRuns(tx, events);
     await insertSnapshots(tx, events);
+    await upsertCaseResults(tx, events);
     const touched = newestPerRun(inserted);
     await notify(tx, touched);
     return { inserted: inserted.length, touched };
@@ -142,6 +143,51 @@ async function insertSnapshots(tx: EntityManager, events: RunEventEnvelope[]): P
       rows.map((r) => big(r.row.bytes)),
       rows.map((r) => time(r.row.captured_at_utc, r.event.ts)),
       rows.map((r) => JSON.stringify(r.row)),
+    ],
+  );
+}
+
+/**
+ * One row per case from `case_finished`. A case can finish more than once in a run's history only by a
+ * replayed event, so the newest seq wins and a replay changes nothing.
+ */
+async function upsertCaseResults(tx: EntityManager, events: RunEventEnvelope[]): Promise<void> {
+  // One row per case per statement (a batch may hold a duplicate delivery): the newest seq.
+  const newest = new Map<string, RunEventEnvelope>();
+  for (const e of events) {
+    if (e.type !== 'case_finished' || typeof e.payload.case_id !== 'string' || typeof e.payload.status !== 'string') continue;
+    const key = `${e.org}\u0000${e.run_id}\u0000${e.payload.case_id}`;
+    const seen = newest.get(key);
+    if (!seen || e.seq > seen.seq) newest.set(key, e);
+  }
+  const rows = [...newest.values()];
+  if (rows.length === 0) return;
+  const num = (v: unknown): number | null => (typeof v === 'number' && Number.isFinite(v) ? v : null);
+  const int = (v: unknown): number | null => (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0 && v < 2 ** 31 ? v : null);
+  const result = (e: RunEventEnvelope) => (typeof e.payload.result === 'object' && e.payload.result !== null ? (e.payload.result as Record<string, unknown>) : undefined);
+  const usage = (e: RunEventEnvelope) => (result(e)?.usage ?? {}) as Record<string, unknown>;
+  await tx.query(
+    `INSERT INTO eval_case_results AS c (org, run_id, case_id, seq, status, score, error_type, attempts, prompt_tokens, completion_tokens, duration_ms, result, finished_at)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::int[], $5::text[], $6::float8[], $7::text[], $8::int[], $9::int[], $10::int[], $11::int[], $12::jsonb[], $13::timestamptz[])
+     ON CONFLICT (org, run_id, case_id) DO UPDATE SET
+       seq = excluded.seq, status = excluded.status, score = excluded.score, error_type = excluded.error_type, attempts = excluded.attempts,
+       prompt_tokens = excluded.prompt_tokens, completion_tokens = excluded.completion_tokens, duration_ms = excluded.duration_ms,
+       result = excluded.result, finished_at = excluded.finished_at
+     WHERE excluded.seq > c.seq`,
+    [
+      rows.map((e) => e.org),
+      rows.map((e) => e.run_id),
+      rows.map((e) => e.payload.case_id as string),
+      rows.map((e) => e.seq),
+      rows.map((e) => e.payload.status as string),
+      rows.map((e) => num(e.payload.score)),
+      rows.map((e) => (typeof e.payload.error_type === 'string' ? e.payload.error_type : null)),
+      rows.map((e) => int(e.payload.attempts)),
+      rows.map((e) => int(usage(e).prompt_tokens)),
+      rows.map((e) => int(usage(e).completion_tokens)),
+      rows.map((e) => int(result(e)?.duration_ms)),
+      rows.map((e) => (result(e) ? JSON.stringify(result(e)) : null)),
+      rows.map((e) => e.ts),
     ],
   );
 }

@@ -26,6 +26,7 @@ export class EvalLoopState {
       status: this.status,
       model: input.model,
       suite: input.suite,
+      ...(input.spec ? { dataset_id: input.spec.dataset.id, solver: input.spec.solver.name } : {}),
       total: input.case_ids.length,
       ...this.tally(),
       cases: this.cases,

@@ -1,4 +1,4 @@
-import type { CaseErrorType, RunEventEnvelope } from '@agentrun/contracts';
+import type { CaseErrorType, CaseResult, RunEventEnvelope } from '@agentrun/contracts';
 
 // The run's state and case views are contracts (they travel on the run events); re-exported for the workers.
 export { CASE_ERROR_TYPES, type CaseErrorType, type CaseStatus, type CaseView, type EvalRunState } from '@agentrun/contracts';
@@ -8,6 +8,27 @@ export const NOT_THE_AGENTS_FAULT: readonly CaseErrorType[] = ['infra_error', 'm
 export interface EvalLanes {
   agentWorkflows: string;
   gpuEval: string;
+}
+
+/** Where a real eval's cases come from: a suite shipped with the workers, or a dataset in the object store. */
+export interface EvalDatasetRef {
+  /** The content hash of the cases (the same cases inline, uploaded or shipped have the same id). */
+  id: string;
+  name: string;
+  source: 'shipped' | 'stored';
+}
+
+/** A solver or scorer with its options, checked before the run starts; the workflow only carries them. */
+export type NamedSpec = { name: string } & Record<string, unknown>;
+
+/** What every case of a real (not synthetic) eval is run with. */
+export interface CaseSpec {
+  dataset: EvalDatasetRef;
+  solver: NamedSpec;
+  scorers: NamedSpec[];
+  model: string;
+  /** A configured model endpoint; absent: `default`. */
+  model_endpoint?: string;
 }
 
 export interface EvalRunInput {
@@ -25,6 +46,8 @@ export interface EvalRunInput {
   lanes: EvalLanes;
   parent_run_id?: string;
   case_heartbeat_s: number;
+  /** Absent: the synthetic solver (seeded rolls, for load tests). */
+  spec?: CaseSpec;
 }
 
 export interface CaseRequest {
@@ -34,6 +57,9 @@ export interface CaseRequest {
   run_id: string;
   case_id: string;
   fail_fraction: number;
+  spec?: CaseSpec;
+  /** The retry policy's attempts: the last one turns a transient error into the case's `infra_error` result. */
+  max_attempts?: number;
 }
 
 export interface CaseOutcome {
@@ -44,6 +70,7 @@ export interface CaseOutcome {
   attempt: number;
   duplicate: boolean;
   error_type?: CaseErrorType;
+  result?: CaseResult;
 }
 
 export interface EvalActivities {

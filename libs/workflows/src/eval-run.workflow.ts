@@ -14,7 +14,7 @@ import {
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { isTerminal, type EvalStatus } from '@agentrun/contracts';
+import { isTerminal, type CaseResult, type EvalStatus } from '@agentrun/contracts';
 import { EvalLoopState } from './eval-run.state';
 import {
   NOT_THE_AGENTS_FAULT,
@@ -89,12 +89,15 @@ function benchmarkFailure(err: unknown): ApplicationFailure | undefined {
 }
 
 /** A case's outcome: a benchmark failure is a result (scored 0, or ungraded when the agent did not cause it); anything else throws. */
-function failedCase(input: EvalRunInput, err: unknown): CaseView {
+function failedCase(input: EvalRunInput, err: unknown): { view: CaseView; result?: CaseResult } {
   const cause = benchmarkFailure(err);
   if (!cause) throw err;
-  const errorType = ((cause.details?.[0] as { error_type?: CaseErrorType } | undefined)?.error_type ?? 'agent_error') as CaseErrorType;
+  const details = cause.details?.[0] as { error_type?: CaseErrorType; result?: CaseResult; attempt?: number } | undefined;
+  const errorType = (details?.error_type ?? 'agent_error') as CaseErrorType;
   const ungraded = input.errored_ungraded && NOT_THE_AGENTS_FAULT.includes(errorType);
-  return { status: ungraded ? 'ungraded' : 'failed', score: ungraded ? undefined : 0, error_type: errorType };
+  const view: CaseView = { status: ungraded ? 'ungraded' : 'failed', score: ungraded ? undefined : 0, error_type: errorType };
+  if (details?.attempt !== undefined) view.attempts = details.attempt;
+  return details?.result ? { view, result: details.result } : { view };
 }
 
 /**
@@ -124,19 +127,28 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
   const evaluate = async (caseId: string): Promise<void> => {
     run.cases[caseId] = { status: 'running' };
     let view: CaseView;
+    let result: CaseResult | undefined;
     try {
-      const result = await runCase({ key: `${input.org}/${input.run_id}:${caseId}`, org: input.org, run_id: input.run_id, case_id: caseId, fail_fraction: input.fail_fraction });
-      view = { status: 'ok', score: result.score, attempts: result.attempt };
+      const outcome = await runCase({
+        key: `${input.org}/${input.run_id}:${caseId}`,
+        org: input.org,
+        run_id: input.run_id,
+        case_id: caseId,
+        fail_fraction: input.fail_fraction,
+        ...(input.spec ? { spec: input.spec, max_attempts: CASE_RETRY.maximumAttempts } : {}),
+      });
+      view = { status: 'ok', score: outcome.score, attempts: outcome.attempt };
+      result = outcome.result;
     } catch (err) {
       // Once cancelled, a case that ended without a result (cancelled, timed out, a retry refused) did not finish.
       if (countsCasesFinishedAtCancel && run.cancelRequested && !benchmarkFailure(err)) {
         run.cases[caseId] = { status: 'pending' };
         return;
       }
-      view = failedCase(input, err);
+      ({ view, result } = failedCase(input, err));
     }
     run.cases[caseId] = view;
-    outbox.emit('case_finished', { case_id: caseId, ...view });
+    outbox.emit('case_finished', { case_id: caseId, ...view, ...(result ? { result } : {}) });
   };
   // No case starts once the cancel is in, whatever the ones in flight answer.
   const nextCase = (queue: string[]): string | undefined => (countsCasesFinishedAtCancel && run.cancelRequested ? undefined : queue.shift());

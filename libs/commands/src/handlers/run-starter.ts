@@ -6,10 +6,12 @@ import {
   type LaneQueues,
   type SnapshotSettings,
 } from '@agentrun/contracts';
-import type { AgentRunInput, EvalRunInput, ForkInput, SnapshotSeriesConfig, ToolTimeouts } from '@agentrun/workflows';
+import { EvalSpecError, normaliseScorers, normaliseSolver } from '@agentrun/evals';
+import type { AgentRunInput, CaseSpec, EvalRunInput, ForkInput, NamedSpec, SnapshotSeriesConfig, ToolTimeouts } from '@agentrun/workflows';
 import { accepted, rejected, type CommandDecision } from '../decision';
 import { RunAlreadyStartedError } from '../errors';
-import type { CommandLedgerPort, RunDirectoryPort, StartRunRequest } from '../ports';
+import type { CommandLedgerPort, DatasetCatalogPort, RunDirectoryPort, StartRunRequest } from '../ports';
+import { MAX_EVAL_CASES } from '../adapters/dataset-catalog';
 
 /** How every AgentRun is started: its history budget and research cadence. */
 export interface AgentDefaults {
@@ -45,7 +47,12 @@ export interface RunStarterDeps {
   lanes: LaneQueues;
   agentDefaults: AgentDefaults;
   evalDefaults: EvalDefaults;
+  /** Real evals' datasets; without it an eval start with a dataset is refused. */
+  datasets?: DatasetCatalogPort;
 }
+
+/** What an eval start names beyond the synthetic fields, checked; or why it cannot run. */
+type EvalPlan = { case_ids: string[]; suite: string; spec?: CaseSpec } | { refused: string };
 
 /** Where a fork starts: its parent's snapshot and the step that snapshot was taken at. */
 export interface ForkStart {
@@ -87,20 +94,27 @@ export class RunStarter {
     });
   }
 
-  async startEval(commandId: string, org: string, runId: string, payload: EvalStartPayload, parentRunId?: string): Promise<CommandDecision> {
+  /**
+   * Starts an eval. Without a dataset it is the synthetic solver over made-up case ids, as before; with one,
+   * the dataset, solver, scorers and endpoint are checked here, so a mistake is refused at the boundary.
+   * `spec` (retry-failed) reuses a finished run's checked spec as it was.
+   */
+  async startEval(commandId: string, org: string, runId: string, payload: EvalStartPayload, parentRunId?: string, spec?: CaseSpec): Promise<CommandDecision> {
     const { lanes } = this.deps;
-    const caseIds = payload.case_ids ?? Array.from({ length: payload.cases ?? 0 }, (_, i) => `case-${String(i + 1).padStart(3, '0')}`);
+    const plan = spec ? { case_ids: payload.case_ids ?? [], suite: payload.suite ?? spec.dataset.name, spec } : await this.planEval(org, payload);
+    if ('refused' in plan) return rejected('invalid_payload', plan.refused);
     const input: EvalRunInput = {
       org,
       run_id: runId,
       model: payload.model,
-      suite: payload.suite,
-      case_ids: caseIds,
+      suite: plan.suite,
+      case_ids: plan.case_ids,
       fail_fraction: payload.fail_fraction ?? 0.25,
       reviewers: payload.reviewers ?? ['alice', 'bob'],
       lanes: { agentWorkflows: lanes.agentWorkflows, gpuEval: lanes.gpuEval },
       ...(parentRunId ? { parent_run_id: parentRunId } : {}),
       ...this.deps.evalDefaults,
+      ...(plan.spec ? { spec: plan.spec } : {}),
     };
     return this.startOnce({
       org,
@@ -108,9 +122,52 @@ export class RunStarter {
       commandId,
       taskQueue: lanes.agentWorkflows,
       workflow: { kind: 'eval', input },
-      memo: { model: input.model, suite: input.suite, ...(parentRunId ? { parent_run_id: parentRunId } : {}) },
+      memo: { model: input.model, suite: input.suite, ...(parentRunId ? { parent_run_id: parentRunId } : {}), ...(plan.spec ? { spec: plan.spec } : {}) },
       attributes: parentRunId ? { parent_run_id: parentRunId } : {},
     });
+  }
+
+  private async planEval(org: string, payload: EvalStartPayload): Promise<EvalPlan> {
+    if (!payload.dataset) {
+      const solver = payload.solver === undefined ? 'synthetic' : typeof payload.solver === 'string' ? payload.solver : payload.solver.name;
+      if (solver !== 'synthetic') return { refused: `the '${solver}' solver needs a dataset: give dataset {"name": ...}, {"id": ...} or {"cases": [...]}` };
+      if (payload.scorers) return { refused: 'scorers need a dataset: the synthetic solver draws its own scores' };
+      if (payload.suite === undefined) return { refused: 'suite is required without a dataset' };
+      const caseIds = payload.case_ids ?? Array.from({ length: payload.cases ?? 0 }, (_, i) => `case-${String(i + 1).padStart(3, '0')}`);
+      return { case_ids: caseIds, suite: payload.suite };
+    }
+    const catalog = this.deps.datasets;
+    if (!catalog) return { refused: 'this service takes no datasets' };
+    const endpoint = payload.model_endpoint;
+    if (endpoint !== undefined && !catalog.modelEndpoints.includes(endpoint)) {
+      return { refused: `unknown model endpoint '${endpoint}': the workers have ${catalog.modelEndpoints.join(', ')}` };
+    }
+    const dataset = await catalog.resolve(org, payload.dataset);
+    if (typeof dataset === 'string') return { refused: dataset };
+    let solver: NamedSpec;
+    let scorers: NamedSpec[];
+    try {
+      solver = normaliseSolver(payload.solver ?? dataset.solver ?? 'generate') as NamedSpec;
+      scorers = normaliseScorers(payload.scorers ?? dataset.scorers ?? ['exact']) as NamedSpec[];
+    } catch (err) {
+      if (err instanceof EvalSpecError) return { refused: err.message };
+      throw err;
+    }
+    if (solver.name === 'synthetic') return { refused: "the 'synthetic' solver makes up its cases: start it without a dataset" };
+    if (solver.name === 'agent') return { refused: "the 'agent' solver is not served yet: use 'generate'" };
+    let caseIds = dataset.case_ids;
+    if (payload.case_ids) {
+      const known = new Set(caseIds);
+      const unknown = payload.case_ids.filter((id) => !known.has(id));
+      if (unknown.length) return { refused: `dataset '${dataset.ref.name}' has no case ${unknown.slice(0, 5).map((id) => `'${id}'`).join(', ')}${unknown.length > 5 ? ` (and ${unknown.length - 5} more)` : ''}` };
+      caseIds = payload.case_ids;
+    } else if (payload.cases) caseIds = caseIds.slice(0, payload.cases);
+    if (caseIds.length > MAX_EVAL_CASES) return { refused: `dataset '${dataset.ref.name}' has ${caseIds.length} cases; an eval takes at most ${MAX_EVAL_CASES}: give case_ids or cases` };
+    return {
+      case_ids: caseIds,
+      suite: payload.suite ?? dataset.ref.name,
+      spec: { dataset: dataset.ref, solver, scorers, model: payload.model, ...(endpoint ? { model_endpoint: endpoint } : {}) },
+    };
   }
 
   /** The ledger and the run directory both refuse a second run with the same id in an org. */

@@ -3,5 +3,6 @@ import { CommandLedgerClaims1764500000000 } from './1764500000000-command-ledger
 import { GpuLeases1764600000000 } from './1764600000000-gpu-leases';
 import { ApiTokens1764700000000 } from './1764700000000-api-tokens';
 import { Snapshots1764800000000 } from './1764800000000-snapshots';
+import { Evals1764900000000 } from './1764900000000-evals';
 
-export const MIGRATIONS = [ReadModel1764400000000, CommandLedgerClaims1764500000000, GpuLeases1764600000000, ApiTokens1764700000000, Snapshots1764800000000];
+export const MIGRATIONS = [ReadModel1764400000000, CommandLedgerClaims1764500000000, GpuLeases1764600000000, ApiTokens1764700000000, Snapshots1764800000000, Evals1764900000000];

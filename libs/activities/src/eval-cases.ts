@@ -1,0 +1,211 @@
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ObjectStore } from '@agentrun/archive';
+import type { CaseErrorType, CaseResult, CaseScore } from '@agentrun/contracts';
+import {
+  caseScore,
+  caseText,
+  loadSuite,
+  parseDatasetText,
+  scoreCase,
+  UnreadableOutputError,
+  type ChatTurn,
+  type EvalCase,
+  type Judge,
+  type ScorerSpec,
+} from '@agentrun/evals';
+import type { CaseOutcome, CaseRequest, CaseSpec, EvalDatasetRef, NamedSpec } from '@agentrun/workflows';
+import { ChatError, type ChatClient, type ChatMessage, type ChatUsage } from './llm';
+import { classifyModelError } from './llm/client';
+import { streamText } from './snapshot.activities';
+
+/** Where a stored dataset lives in the object store. */
+export const datasetObjectKey = (org: string, id: string): string => `datasets/${org}/${id}.jsonl`;
+
+/** A case of a dataset, by the dataset's reference. */
+export interface EvalCaseSource {
+  load(org: string, dataset: EvalDatasetRef, caseId: string): Promise<EvalCase>;
+}
+
+/** Reads shipped suites from the evals library and stored datasets from the object store, keeping the last few parsed. */
+export function createCaseSource(store: ObjectStore, keep = 8): EvalCaseSource {
+  const cache = new Map<string, Promise<Map<string, EvalCase>>>();
+  const casesOf = (org: string, dataset: EvalDatasetRef): Promise<Map<string, EvalCase>> => {
+    const key = `${dataset.source}:${org}:${dataset.id}:${dataset.name}`;
+    let cases = cache.get(key);
+    if (!cases) {
+      cases = (async () => {
+        const list = dataset.source === 'shipped' ? loadSuite(dataset.name).cases : parseDatasetText(await streamText(await store.get(datasetObjectKey(org, dataset.id))));
+        return new Map(list.map((c) => [c.id, c]));
+      })();
+      // A failed read is not kept: the next attempt reads again.
+      cases.catch(() => cache.delete(key));
+      cache.set(key, cases);
+      if (cache.size > keep) cache.delete(cache.keys().next().value as string);
+    }
+    return cases;
+  };
+  return {
+    async load(org, dataset, caseId) {
+      const found = (await casesOf(org, dataset)).get(caseId);
+      if (!found) throw ApplicationFailure.nonRetryable(`dataset '${dataset.name}' (${dataset.id}) has no case '${caseId}'`, 'BadArguments');
+      return found;
+    },
+  };
+}
+
+/** A chat client for an endpoint and model; the worker owns the URLs and the keys. */
+export type ChatClientFor = (endpoint: string | undefined, model: string) => ChatClient;
+
+export interface RealCaseDeps {
+  cases: EvalCaseSource;
+  chatFor: ChatClientFor;
+  /** Default answer length for `generate` when the solver does not say. */
+  maxTokens: number;
+}
+
+/** Texts in an event are cut to what its schema allows. */
+const clip = (text: string, max: number): [string, boolean] => (text.length > max ? [text.slice(0, max), true] : [text, false]);
+
+/** What a case's solver produced: its answer and the tokens it took. */
+interface Solved {
+  output: string;
+  usage?: { prompt_tokens: number; completion_tokens: number };
+}
+
+/** Keeps the activity alive while a model answers: a cancel is seen at the next beat. */
+async function withHeartbeat<T>(work: () => Promise<T>): Promise<T> {
+  const ctx = Context.current();
+  const every = Math.max(200, Math.min(5_000, (ctx.info.heartbeatTimeoutMs ?? 10_000) / 3));
+  const timer = setInterval(() => ctx.heartbeat({ waiting: 'model' }), every);
+  try {
+    ctx.heartbeat({ waiting: 'model' });
+    return await work();
+  } finally {
+    clearInterval(timer);
+  }
+}
+
+function messagesFor(input: EvalCase['input'], systemPrompt: string | undefined): ChatMessage[] {
+  const turns: ChatTurn[] = typeof input === 'string' ? [{ role: 'user', content: input }] : input;
+  return [...(systemPrompt ? [{ role: 'system' as const, content: systemPrompt }] : []), ...turns.map((t) => ({ role: t.role, content: t.content }) as ChatMessage)];
+}
+
+const usageOf = (usage: ChatUsage | null) => (usage ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens } : undefined);
+
+/** `generate`: one model call with the case's input. */
+async function generate(deps: RealCaseDeps, spec: CaseSpec, evalCase: EvalCase): Promise<Solved> {
+  const solver = spec.solver as NamedSpec & { system_prompt?: string; temperature?: number; max_tokens?: number };
+  const client = deps.chatFor(spec.model_endpoint, spec.model);
+  const reply = await withHeartbeat(() =>
+    client.complete(
+      {
+        messages: messagesFor(evalCase.input, solver.system_prompt),
+        max_tokens: solver.max_tokens ?? deps.maxTokens,
+        ...(solver.temperature !== undefined ? { temperature: solver.temperature } : {}),
+      },
+      Context.current().cancellationSignal,
+    ),
+  );
+  const usage = usageOf(reply.usage);
+  return { output: reply.content ?? '', ...(usage ? { usage } : {}) };
+}
+
+/** The judge for `model_graded`: the scorer's own model and endpoint, else the run's. */
+function judgeFor(deps: RealCaseDeps, spec: CaseSpec, scorers: ScorerSpec[]): Judge | undefined {
+  const graded = scorers.find((s) => s.name === 'model_graded') as (ScorerSpec & { model?: string; endpoint?: string }) | undefined;
+  if (!graded) return undefined;
+  const client = deps.chatFor(graded.endpoint ?? spec.model_endpoint, graded.model ?? spec.model);
+  return async (messages) => {
+    const reply = await withHeartbeat(() => client.complete({ messages: messages.map((m) => ({ role: m.role, content: m.content }) as ChatMessage), temperature: 0 }, Context.current().cancellationSignal));
+    return reply.content ?? '';
+  };
+}
+
+/** A case that ended without a score: the error type says whose fault it was. */
+export class CaseError extends Error {
+  constructor(
+    readonly errorType: CaseErrorType,
+    message: string,
+    /** Worth another attempt (a 5xx, a timeout, a plain 429) unless this was the last one. */
+    readonly transient = false,
+    readonly retryAfterMs?: number,
+  ) {
+    super(message);
+    this.name = 'CaseError';
+  }
+}
+
+/** What went wrong, as the platform classifies it: only what really happened decides. */
+export function caseErrorOf(err: unknown): CaseError | undefined {
+  if (err instanceof CaseError) return err;
+  if (err instanceof UnreadableOutputError) return new CaseError('agent_error', err.message);
+  if (err instanceof ChatError) {
+    const type = classifyModelError(err);
+    if (type === 'infra_error') return new CaseError('infra_error', err.message, true, err.retryAfterMs);
+    if (type) return new CaseError(type, err.message);
+    // A request the model refuses (an unknown model, a bad option) is the eval's mistake: it will not change on retry.
+    return new CaseError('agent_error', `the model refused the request: ${err.message}`);
+  }
+  return undefined;
+}
+
+/**
+ * One case of a real eval: load it, solve it, score it. Returns the outcome for the ledger, or throws the
+ * classified error (`CaseError`); anything else (a bug, a lost store) is the activity's own failure.
+ */
+export async function runRealCase(deps: RealCaseDeps, request: CaseRequest & { spec: CaseSpec }): Promise<{ outcome: CaseOutcome; errorType?: CaseErrorType }> {
+  const started = Date.now();
+  const { spec } = request;
+  const { attempt } = Context.current().info;
+  const evalCase = await deps.cases.load(request.org, spec.dataset, request.case_id);
+  const scorers = spec.scorers as ScorerSpec[];
+  const [input, inputCut] = clip(caseText(evalCase.input), 4_000);
+  const target = (Array.isArray(evalCase.target) ? evalCase.target : [evalCase.target]).map((t) => t.slice(0, 1_000));
+  let solved: Solved | undefined;
+  let scores: CaseScore[] = [];
+  let failure: CaseError | undefined;
+  try {
+    if (spec.solver.name !== 'generate') throw new CaseError('agent_error', `the '${spec.solver.name}' solver does not run on the eval lane`);
+    solved = await generate(deps, spec, evalCase);
+    scores = (await scoreCase(scorers, { input: evalCase.input, target: evalCase.target, output: solved.output, ...(evalCase.metadata ? { metadata: evalCase.metadata } : {}) }, judgeFor(deps, spec, scorers))).map(
+      (s) => ({ ...s, explanation: s.explanation.slice(0, 2_000) }),
+    );
+  } catch (err) {
+    failure = caseErrorOf(err);
+    if (!failure) throw err;
+    // A transient failure is retried by the policy while attempts remain; the last one is the case's result.
+    if (failure.transient && attempt < (request.max_attempts ?? 1)) {
+      throw ApplicationFailure.create({
+        message: `case ${request.case_id}: ${failure.message} (attempt ${attempt})`,
+        type: 'CaseTransient',
+        ...(failure.retryAfterMs !== undefined ? { nextRetryDelay: failure.retryAfterMs } : {}),
+      });
+    }
+  }
+  const [output, outputCut] = solved ? clip(solved.output, 8_000) : [null, false];
+  const result: CaseResult = {
+    input,
+    target,
+    output,
+    scores,
+    ...(solved?.usage ? { usage: solved.usage } : {}),
+    duration_ms: Date.now() - started,
+    ...(failure ? { error: failure.message.slice(0, 2_000) } : {}),
+    ...(inputCut || outputCut ? { truncated: true } : {}),
+  };
+  const ok = failure === undefined;
+  return {
+    outcome: {
+      key: request.key,
+      case_id: request.case_id,
+      ok,
+      score: ok ? caseScore(scores) : 0,
+      attempt,
+      duplicate: false,
+      ...(failure ? { error_type: failure.errorType } : {}),
+      result,
+    },
+    ...(failure ? { errorType: failure.errorType } : {}),
+  };
+}
