@@ -139,6 +139,29 @@ describe('Real evaluations', () => {
     expect(refused.body.detail).toMatch(/same dataset/);
   });
 
+  it('runs the agent suite: each case an agent run in a workspace seeded from its files, scored by the files it leaves', async () => {
+    const suite = loadSuite('agent');
+    const right = new Set(answeredRight('agent'));
+    const runId = await evalOver({ dataset: { name: 'agent' }, snapshots: { per_turn: true } });
+    const state = await stateOf(runId);
+    expect(state).toMatchObject({ solver: 'agent', total: suite.cases.length });
+    expect(state.counts).toEqual({ ok: suite.cases.length, failed: 0, ungraded: 0 });
+    expect(state.score).toBe(Math.round((right.size / suite.cases.length) * 1000) / 1000);
+    const rows = await allResults(runId);
+    for (const row of rows) {
+      expect(row.score).toBe(right.has(row.case_id) ? 1 : 0);
+      expect(row.result?.scores[0].scorer).toBe('files');
+      expect(row.result?.output).toMatch(/^done: /);
+    }
+    // Each case is a run of its own, linked to the eval, with its snapshot series (per turn and the final one).
+    const first = suite.cases[0];
+    const child = await platform.http('GET', `/runs/${runId}.${first.id}`, { org });
+    expect(child.body).toMatchObject({ kind: 'agent', status: 'done', parent_run_id: runId });
+    const snapshots = (await platform.http('GET', `/runs/${runId}.${first.id}/snapshots`, { org })).body.items as { is_final: boolean; turn?: number }[];
+    expect(snapshots.some((s) => s.is_final)).toBe(true);
+    expect(snapshots.some((s) => s.turn !== undefined)).toBe(true);
+  });
+
   it('refuses bad datasets, solvers and scorers with a 4xx that says what is wrong', async () => {
     const bad = async (body: Record<string, unknown>) => {
       const res = await startEval({ model: 'scripted', ...body });

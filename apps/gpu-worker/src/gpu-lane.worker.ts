@@ -64,7 +64,7 @@ export class GpuLaneWorker extends LaneWorkers {
           ticks: this.config.CASE_TICKS,
           tickMs: this.config.CASE_TICK_MS,
           hiccupFraction: this.config.CASE_HICCUP_PER_MILLE / 1000,
-          real: { cases: createCaseSource(store), chatFor: this.chatFor(), maxTokens: this.config.EVAL_MAX_TOKENS },
+          real: { cases: createCaseSource(store), chatFor: this.chatFor(), maxTokens: this.config.EVAL_MAX_TOKENS, store },
         }),
       },
     ];

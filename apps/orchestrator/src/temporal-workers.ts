@@ -1,5 +1,5 @@
 import { Inject, Injectable, Optional } from '@nestjs/common';
-import { createAgentActivities, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
+import { createAgentActivities, createCaseSource, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { FaultPoints } from '@agentrun/config';
 import { hostLanesFor, lanesFor } from '@agentrun/contracts';
@@ -49,16 +49,18 @@ export class TemporalWorkers extends LaneWorkers {
     const store = createObjectStore(objectStoreConfigOf(this.config));
     const prefix = this.config.AGENTRUN_TASK_QUEUE_PREFIX;
     const host = this.config.AGENTRUN_WORKSPACE_HOST_ID;
+    const chatOf = (model: string) =>
+      createChatClient({ baseUrl: this.config.MODEL_BASE_URL, apiKey: this.config.MODEL_API_KEY, model, timeoutMs: this.config.MODEL_TIMEOUT_MS });
+    const byModel = new Map<string, ReturnType<typeof chatOf>>();
     const activities = createAgentActivities({
       workspaceRoot: this.config.WORKSPACE_ROOT,
       effects: new EffectLedger(db.dataSource),
       tools: CPU_TOOLS,
-      chat: createChatClient({
-        baseUrl: this.config.MODEL_BASE_URL,
-        apiKey: this.config.MODEL_API_KEY,
-        model: this.config.MODEL_NAME,
-        timeoutMs: this.config.MODEL_TIMEOUT_MS,
-      }),
+      chat: chatOf(this.config.MODEL_NAME),
+      // An agent eval names its model under test; the endpoint is this worker's.
+      chatFor: (model) => byModel.get(model) ?? byModel.set(model, chatOf(model)).get(model)!,
+      // Eval cases' files seed their agents' workspaces here.
+      cases: createCaseSource(store),
       compensations: new GpuLeases(db.dataSource),
       // Forks restore their snapshot here, where workspaces are prepared.
       snapshots: { store, maxBytes: this.config.SNAPSHOT_RESTORE_MAX_BYTES },

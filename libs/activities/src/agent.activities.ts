@@ -4,6 +4,7 @@ import { hostname } from 'node:os';
 import type { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import type { AgentActivities, ModelCall, ModelReply, ToolCall, ToolResult, WorkspacePlacement } from '@agentrun/workflows';
 import { ChatError, type ChatClient, type ChatMessage } from './llm';
+import type { EvalCaseSource } from './eval-cases';
 import type { ObjectStore } from '@agentrun/archive';
 import { stepOfKey } from './effect-keys';
 import { inlineOrStore } from './payloads';
@@ -22,6 +23,10 @@ export interface AgentActivityDeps {
   gpuLeases?: GpuLeases;
   /** Set where model calls are served. */
   chat?: ChatClient;
+  /** A client for a model a run names (an agent eval's model under test); without it every call asks `chat`'s model. */
+  chatFor?: (model: string) => ChatClient;
+  /** Where an eval case's files come from, for runs seeded from a case; set on the lane that prepares workspaces. */
+  cases?: EvalCaseSource;
   /** Where compensations are served: the leases they release. */
   compensations?: GpuLeases;
   /** Simulated accelerator time per tool call (see TOOL_PACE_TICKS); none when absent. */
@@ -88,8 +93,13 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
   }
 
   return {
-    async prepareWorkspace({ org, run_id, goal }) {
+    async prepareWorkspace({ org, run_id, goal, seed }) {
       const workspace = new Workspace(deps.workspaceRoot, org, run_id);
+      if (seed) {
+        // An eval case's workspace: its files as the dataset gives them (paths checked when the dataset was read).
+        const evalCase = await (deps.cases ?? notServed('eval case seeds')).load(org, seed.dataset, seed.case_id);
+        for (const [path, text] of Object.entries(evalCase.files ?? {})) await workspace.write(path, text);
+      }
       await workspace.write('goal.md', `# Goal\n\n${goal}\n`);
       return deps.placement;
     },
@@ -149,7 +159,7 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
 
     /** One bill per key. 429 and 5xx are retried by the workflow's policy; other 4xx never are. */
     async callModel(call: ModelCall): Promise<ModelReply> {
-      const chat = deps.chat ?? notServed('the model');
+      const chat = call.model && deps.chatFor ? deps.chatFor(call.model) : (deps.chat ?? notServed('the model'));
       return once(call.key, 'model', call.reuse_key, async (attempt) => {
         let reply;
         try {

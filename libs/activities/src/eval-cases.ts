@@ -1,20 +1,26 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import type { ObjectStore } from '@agentrun/archive';
-import type { CaseErrorType, CaseResult, CaseScore } from '@agentrun/contracts';
+import { restoreArchive, type ObjectStore } from '@agentrun/archive';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { snapshotObjectKeys, type CaseErrorType, type CaseResult, type CaseScore } from '@agentrun/contracts';
 import {
   caseScore,
   caseText,
   loadSuite,
   parseDatasetText,
   scoreCase,
+  ScorerOptionError,
+  UnreadableJudgeError,
   UnreadableOutputError,
   type ChatTurn,
   type EvalCase,
   type Judge,
   type ScorerSpec,
+  type WorkspaceReader,
 } from '@agentrun/evals';
-import type { CaseOutcome, CaseRequest, CaseSpec, EvalDatasetRef, NamedSpec } from '@agentrun/workflows';
+import type { AgentCaseRun, CaseOutcome, CaseRequest, CaseSpec, EvalDatasetRef, NamedSpec } from '@agentrun/workflows';
 import { ChatError, type ChatClient, type ChatMessage, type ChatUsage } from './llm';
 import { classifyModelError } from './llm/client';
 import { streamText } from './snapshot.activities';
@@ -140,6 +146,10 @@ export class CaseError extends Error {
 export function caseErrorOf(err: unknown): CaseError | undefined {
   if (err instanceof CaseError) return err;
   if (err instanceof UnreadableOutputError) return new CaseError('agent_error', err.message);
+  // The judge answered without a grade: not the agent's doing, and asking again at temperature 0 says the same.
+  if (err instanceof UnreadableJudgeError) return new CaseError('infra_error', err.message);
+  // A scorer that cannot apply to this case (an empty target for 'exact', a target that is not a number).
+  if (err instanceof ScorerOptionError) return new CaseError('agent_error', `the scorers cannot score this case: ${err.message}`);
   if (err instanceof ChatError) {
     const type = classifyModelError(err);
     if (type === 'infra_error') return new CaseError('infra_error', err.message, true, err.retryAfterMs);
@@ -150,27 +160,30 @@ export function caseErrorOf(err: unknown): CaseError | undefined {
   return undefined;
 }
 
+/** What a solver hands the scorers: its answer, what it cost, and (agents) its final workspace. */
+interface Solution extends Solved {
+  workspace?: WorkspaceReader;
+}
+
 /**
- * One case of a real eval: load it, solve it, score it. Returns the outcome for the ledger, or throws the
- * classified error (`CaseError`); anything else (a bug, a lost store) is the activity's own failure.
+ * One case of a real eval: load it, solve it, score it. Returns the outcome for the ledger (an error type on
+ * it when the case ended with one), or throws: a transient failure while attempts remain, so the policy
+ * retries it; anything unclassified (a bug, a lost store) fails the activity.
  */
-export async function runRealCase(deps: RealCaseDeps, request: CaseRequest & { spec: CaseSpec }): Promise<{ outcome: CaseOutcome; errorType?: CaseErrorType }> {
-  const started = Date.now();
+async function solveAndScore(deps: RealCaseDeps, request: CaseRequest & { spec: CaseSpec }, solve: (evalCase: EvalCase) => Promise<Solution>, startedAt = Date.now()): Promise<CaseOutcome> {
   const { spec } = request;
   const { attempt } = Context.current().info;
   const evalCase = await deps.cases.load(request.org, spec.dataset, request.case_id);
   const scorers = spec.scorers as ScorerSpec[];
   const [input, inputCut] = clip(caseText(evalCase.input), 4_000);
   const target = (Array.isArray(evalCase.target) ? evalCase.target : [evalCase.target]).map((t) => t.slice(0, 1_000));
-  let solved: Solved | undefined;
+  let solved: Solution | undefined;
   let scores: CaseScore[] = [];
   let failure: CaseError | undefined;
   try {
-    if (spec.solver.name !== 'generate') throw new CaseError('agent_error', `the '${spec.solver.name}' solver does not run on the eval lane`);
-    solved = await generate(deps, spec, evalCase);
-    scores = (await scoreCase(scorers, { input: evalCase.input, target: evalCase.target, output: solved.output, ...(evalCase.metadata ? { metadata: evalCase.metadata } : {}) }, judgeFor(deps, spec, scorers))).map(
-      (s) => ({ ...s, explanation: s.explanation.slice(0, 2_000) }),
-    );
+    solved = await solve(evalCase);
+    const subject = { input: evalCase.input, target: evalCase.target, output: solved.output, ...(evalCase.metadata ? { metadata: evalCase.metadata } : {}), ...(solved.workspace ? { workspace: solved.workspace } : {}) };
+    scores = (await scoreCase(scorers, subject, judgeFor(deps, spec, scorers))).map((s) => ({ ...s, explanation: s.explanation.slice(0, 2_000) }));
   } catch (err) {
     failure = caseErrorOf(err);
     if (!failure) throw err;
@@ -190,22 +203,64 @@ export async function runRealCase(deps: RealCaseDeps, request: CaseRequest & { s
     output,
     scores,
     ...(solved?.usage ? { usage: solved.usage } : {}),
-    duration_ms: Date.now() - started,
+    duration_ms: Math.max(0, Date.now() - startedAt),
     ...(failure ? { error: failure.message.slice(0, 2_000) } : {}),
     ...(inputCut || outputCut ? { truncated: true } : {}),
   };
   const ok = failure === undefined;
-  return {
-    outcome: {
-      key: request.key,
-      case_id: request.case_id,
-      ok,
-      score: ok ? caseScore(scores) : 0,
-      attempt,
-      duplicate: false,
-      ...(failure ? { error_type: failure.errorType } : {}),
-      result,
-    },
-    ...(failure ? { errorType: failure.errorType } : {}),
-  };
+  return { key: request.key, case_id: request.case_id, ok, score: ok ? caseScore(scores) : 0, attempt, duplicate: false, ...(failure ? { error_type: failure.errorType } : {}), result };
+}
+
+/** `generate` (the one solver that runs on the eval lane itself): one model call with the case's input. */
+export function runGenerateCase(deps: RealCaseDeps, request: CaseRequest & { spec: CaseSpec }): Promise<CaseOutcome> {
+  const { spec } = request;
+  return solveAndScore(deps, request, (evalCase) => {
+    if (spec.solver.name !== 'generate') throw new CaseError('agent_error', `the '${spec.solver.name}' solver does not run on the eval lane`);
+    return generate(deps, spec, evalCase);
+  });
+}
+
+/** An agent case's goal: its input as one text. */
+export async function agentCaseGoal(deps: RealCaseDeps, request: CaseRequest & { spec: CaseSpec }): Promise<{ goal: string }> {
+  const evalCase = await deps.cases.load(request.org, request.spec.dataset, request.case_id);
+  return { goal: caseText(evalCase.input) };
+}
+
+/** The most an agent case's final workspace may hold when it is unpacked for scoring. */
+const SCORED_WORKSPACE_MAX_BYTES = 256 * 1024 * 1024;
+
+/**
+ * Scores an agent case from its run: the answer it gave and its final workspace, read from the final
+ * snapshot's archive (so it does not matter which host the run's workspace was on).
+ */
+export async function scoreAgentCaseRun(deps: RealCaseDeps, store: ObjectStore, request: CaseRequest & { spec: CaseSpec; run: AgentCaseRun }): Promise<CaseOutcome> {
+  const { run } = request;
+  const scratch = await mkdtemp(join(tmpdir(), 'agentrun-case-'));
+  try {
+    return await solveAndScore(
+      deps,
+      request,
+      async () => {
+        if (run.status !== 'done') throw new CaseError('agent_error', `the agent run '${run.child_run_id}' ended ${run.status ?? 'without a status'}${run.error ? `: ${run.error}` : ''}`);
+        let workspace: WorkspaceReader | undefined;
+        if (run.final_snapshot_id) {
+          const archive = await store.get(snapshotObjectKeys(request.org, run.child_run_id, run.final_snapshot_id).archive);
+          await restoreArchive(archive, scratch, { maxBytes: SCORED_WORKSPACE_MAX_BYTES });
+          workspace = {
+            async read(path) {
+              const full = resolve(scratch, path);
+              if (!full.startsWith(`${scratch}/`)) return undefined;
+              return readFile(full, 'utf8').catch(() => undefined);
+            },
+          };
+        } else if ((request.spec.scorers as ScorerSpec[]).some((s) => s.name === 'files')) {
+          throw new CaseError('agent_error', `the agent run '${run.child_run_id}' left no final snapshot to check its files in`);
+        }
+        return { output: run.answer ?? '', ...(workspace ? { workspace } : {}) };
+      },
+      Date.now() - (run.duration_ms ?? 0),
+    );
+  } finally {
+    await rm(scratch, { recursive: true, force: true });
+  }
 }

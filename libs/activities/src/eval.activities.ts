@@ -2,13 +2,14 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { createHash } from 'node:crypto';
 import type { EffectLedger } from '@agentrun/persistence';
-import { runRealCase, type RealCaseDeps } from './eval-cases';
+import type { ObjectStore } from '@agentrun/archive';
+import { agentCaseGoal, runGenerateCase, scoreAgentCaseRun, type RealCaseDeps } from './eval-cases';
 import { CASE_ERROR_TYPES, type CaseErrorType, type CaseOutcome, type CaseRequest, type EvalActivities } from '@agentrun/workflows';
 
 export interface EvalActivityDeps {
   effects: EffectLedger;
   /** Real solvers (cases with a `spec`); without it such a case fails the activity. */
-  real?: RealCaseDeps;
+  real?: RealCaseDeps & { store: ObjectStore };
   /** A case's GPU time: this many heartbeating ticks of `tickMs`. */
   ticks: number;
   tickMs: number;
@@ -19,6 +20,10 @@ export interface EvalActivityDeps {
 /** A reproducible number in [0, 1) for a seed: the same run and case roll the same, a retry run rolls again. */
 export function roll(seed: string): number {
   return createHash('sha256').update(seed).digest().readUInt32BE(0) / 2 ** 32;
+}
+
+function nonRetryable(message: string): never {
+  throw ApplicationFailure.nonRetryable(message, 'BadArguments');
 }
 
 function caseFailed(outcome: CaseOutcome): never {
@@ -32,7 +37,36 @@ function caseFailed(outcome: CaseOutcome): never {
 }
 
 export function createEvalActivities(deps: EvalActivityDeps): EvalActivities {
+  const realDeps = () => deps.real ?? nonRetryable('this worker runs no real eval solvers');
+  const specOf = (request: CaseRequest) => request.spec ?? nonRetryable(`case ${request.case_id} has no eval spec: only real solvers run agents`);
+  /** Records a case's outcome once (a retry after a lost completion gets the recorded one) and answers with it. */
+  const settle = async (outcome: CaseOutcome, attempt: number): Promise<CaseOutcome> => {
+    // A case that has heard of a cancel bills nothing; one that has not yet heard is counted by the run, which waits for its answer.
+    Context.current().cancellationSignal.throwIfAborted();
+    const stored = await deps.effects.record(outcome.key, 'eval_case', outcome, attempt);
+    const result = stored.duplicate ? { ...stored.result, attempt, duplicate: true } : stored.result;
+    return result.ok ? result : caseFailed(result);
+  };
+  /** A case already recorded (a retry after a lost completion) answers from the ledger and runs nothing. */
+  const recorded = async (key: string): Promise<CaseOutcome | undefined> => {
+    const found = await deps.effects.find<CaseOutcome>(key);
+    if (!found) return undefined;
+    const outcome = { ...found.result, attempt: Context.current().info.attempt, duplicate: true };
+    return outcome.ok ? outcome : caseFailed(outcome);
+  };
   return {
+    async loadAgentCase(request) {
+      return agentCaseGoal(realDeps(), { ...request, spec: specOf(request) });
+    },
+
+    /** Idempotent like runCase: the ledger answers a retry after a lost completion. */
+    async scoreAgentCase(request) {
+      const replayed = await recorded(request.key);
+      if (replayed) return replayed;
+      const real = realDeps();
+      return settle(await scoreAgentCaseRun(real, real.store, { ...request, spec: specOf(request) }), Context.current().info.attempt);
+    },
+
     /**
      * One benchmark case on the GPU lane. Heartbeats each tick (a cancel is seen at the next one;
      * a retry resumes after the last tick), and is idempotent by `run:case` through the ledger:
@@ -41,19 +75,9 @@ export function createEvalActivities(deps: EvalActivityDeps): EvalActivities {
     async runCase(request: CaseRequest): Promise<CaseOutcome> {
       const ctx = Context.current();
       const { attempt } = ctx.info;
-      const recorded = await deps.effects.find<CaseOutcome>(request.key);
-      if (recorded) {
-        const outcome = { ...recorded.result, attempt, duplicate: true };
-        return outcome.ok ? outcome : caseFailed(outcome);
-      }
-      if (request.spec) {
-        if (!deps.real) throw ApplicationFailure.nonRetryable('this worker runs no real eval solvers', 'BadArguments');
-        const { outcome } = await runRealCase(deps.real, { ...request, spec: request.spec });
-        ctx.cancellationSignal.throwIfAborted();
-        const stored = await deps.effects.record(request.key, 'eval_case', outcome, attempt);
-        const result = stored.duplicate ? { ...stored.result, attempt, duplicate: true } : stored.result;
-        return result.ok ? result : caseFailed(result);
-      }
+      const replayed = await recorded(request.key);
+      if (replayed) return replayed;
+      if (request.spec) return settle(await runGenerateCase(realDeps(), { ...request, spec: request.spec }), attempt);
       // Synthetic: seeded by run and case, not by org: a run reproduces itself, a retry run rolls again.
       const seed = `${request.run_id}:${request.case_id}`;
       if (roll(`${seed}:attempt${attempt}`) < deps.hiccupFraction) {
@@ -77,11 +101,7 @@ export function createEvalActivities(deps: EvalActivityDeps): EvalActivities {
         duplicate: false,
         ...(ok ? {} : { error_type: errorType }),
       };
-      // A case that has heard of a cancel bills nothing; one that has not yet heard is counted by the run, which waits for its answer.
-      ctx.cancellationSignal.throwIfAborted();
-      const stored = await deps.effects.record(request.key, 'eval_case', outcome, attempt);
-      const result = stored.duplicate ? { ...stored.result, attempt, duplicate: true } : stored.result;
-      return result.ok ? result : caseFailed(result);
+      return settle(outcome, attempt);
     },
   };
 }

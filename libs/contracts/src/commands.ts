@@ -83,6 +83,8 @@ const EVAL_START_SCHEMA = Type.Object(
     /** `generate`, `agent` or `synthetic` (the default without a dataset), or `{"name": ..., ...options}`. */
     solver: Type.Optional(NamedSpec()),
     scorers: Type.Optional(Type.Array(NamedSpec(), { minItems: 1, maxItems: 10 })),
+    /** The `agent` solver: each case's run captures this series (its final snapshot is always taken: the scorers read it). */
+    snapshots: Type.Optional(SNAPSHOT_SETTINGS_SCHEMA),
     /** A model endpoint the workers are configured with (`AGENTRUN_MODEL_ENDPOINTS`); absent: `default`. */
     model_endpoint: Type.Optional(Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$' })),
   },

@@ -42,7 +42,7 @@ export class RunLifecycle {
   /** Announced first, so watchers see the run the moment it exists; the workspace comes next. */
   started(): Promise<WorkspacePlacement | void> {
     this.setStatus('running', 'run_started');
-    return this.activities.cpu.prepareWorkspace({ org: this.input.org, run_id: this.input.run_id, goal: this.run.goal });
+    return this.activities.cpu.prepareWorkspace({ org: this.input.org, run_id: this.input.run_id, goal: this.run.goal, ...(this.input.seed ? { seed: this.input.seed } : {}) });
   }
 
   /** A fork's first step: the snapshot's workspace restored into this run's, and the state it starts from. */

@@ -176,6 +176,16 @@ export interface AgentRunInput {
   /** Set when this run is a fork of another run's snapshot. */
   fork?: ForkInput;
   carry?: AgentCarry;
+  /** The model the run's model calls name; absent: the worker's configured model. */
+  model?: string;
+  /** An eval case this run solves: its files seed the workspace before the first step. */
+  seed?: WorkspaceSeed;
+}
+
+/** An eval case whose files a run's workspace starts with. */
+export interface WorkspaceSeed {
+  dataset: { id: string; name: string; source: 'shipped' | 'stored' };
+  case_id: string;
 }
 
 export interface AgentRunResult {
@@ -184,6 +194,10 @@ export interface AgentRunResult {
   attempts: number;
   duplicates_suppressed: number;
   last_seq: number;
+  /** The `llm` policy's final answer, when it gave one. */
+  answer?: string;
+  /** The final snapshot, when the run's series took one that landed. */
+  final_snapshot_id?: string;
 }
 
 export type AgentRunStatusView = AgentRunState & {
@@ -264,6 +278,8 @@ export interface ModelCall {
   /** Names of the tools the model may call; empty for a plain completion. */
   tools: string[];
   reuse_key?: string;
+  /** The model to ask; absent: the worker's configured model. */
+  model?: string;
 }
 
 export interface ModelReply {
@@ -280,7 +296,7 @@ export interface ModelReply {
 /** The activities `AgentRun` calls; the activities lib implements them. */
 export interface AgentActivities {
   /** Makes the run's workspace; a workspace host answers with its placement (nothing on a shared volume). */
-  prepareWorkspace(input: { org: string; run_id: string; goal: string }): Promise<WorkspacePlacement | void>;
+  prepareWorkspace(input: { org: string; run_id: string; goal: string; seed?: WorkspaceSeed }): Promise<WorkspacePlacement | void>;
   runTool(call: ToolCall): Promise<ToolResult>;
   /** On a workspace host: packs the run's workspace into the object store for one GPU call (`ToolCall.staged`). */
   stageWorkspace(input: { org: string; run_id: string; key: string }): Promise<{ ref: string; bytes: number }>;

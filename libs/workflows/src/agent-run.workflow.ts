@@ -95,5 +95,8 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
     return await lifecycle.settle(err);
   }
   await lifecycle.close();
-  return run.result(outbox.seq());
+  // What an eval that ran this agent scores: its answer and its final workspace.
+  const answer = input.policy === 'llm' ? run.conversation?.answer : undefined;
+  const finalId = slot.series?.finalLanded();
+  return { ...run.result(outbox.seq()), ...(answer !== undefined ? { answer } : {}), ...(finalId ? { final_snapshot_id: finalId } : {}) };
 }

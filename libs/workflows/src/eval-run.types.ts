@@ -1,4 +1,5 @@
 import type { CaseErrorType, CaseResult, RunEventEnvelope } from '@agentrun/contracts';
+import type { AgentRunInput } from './agent-run.types';
 
 // The run's state and case views are contracts (they travel on the run events); re-exported for the workers.
 export { CASE_ERROR_TYPES, type CaseErrorType, type CaseStatus, type CaseView, type EvalRunState } from '@agentrun/contracts';
@@ -48,6 +49,23 @@ export interface EvalRunInput {
   case_heartbeat_s: number;
   /** Absent: the synthetic solver (seeded rolls, for load tests). */
   spec?: CaseSpec;
+  /** The `agent` solver: every case's `AgentRun` child starts from this, with its own id, goal and seed. */
+  agent?: AgentCaseTemplate;
+}
+
+/** An agent case's run as the starter set it up; the case adds its run id, goal and workspace seed. */
+export type AgentCaseTemplate = Omit<AgentRunInput, 'org' | 'run_id' | 'goal' | 'seed' | 'parent_run_id' | 'fork' | 'carry'>;
+
+/** How an agent case's run ended, for its scoring. */
+export interface AgentCaseRun {
+  child_run_id: string;
+  status?: string;
+  answer?: string;
+  final_snapshot_id?: string;
+  /** Why the run did not end `done`, when it failed. */
+  error?: string;
+  /** From the case's start to its run's end, in workflow time. */
+  duration_ms?: number;
 }
 
 export interface CaseRequest {
@@ -75,6 +93,10 @@ export interface CaseOutcome {
 
 export interface EvalActivities {
   runCase(request: CaseRequest): Promise<CaseOutcome>;
+  /** An agent case's goal: its input as one text. */
+  loadAgentCase(request: CaseRequest): Promise<{ goal: string }>;
+  /** Scores an agent case from its run's answer and final workspace (the final snapshot's archive). */
+  scoreAgentCase(request: CaseRequest & { run: AgentCaseRun }): Promise<CaseOutcome>;
 }
 
 export interface EvalPublishActivities {

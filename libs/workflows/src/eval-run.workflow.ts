@@ -4,7 +4,9 @@ import {
   allHandlersFinished,
   ApplicationFailure,
   CancellationScope,
+  ChildWorkflowFailure,
   condition,
+  executeChild,
   defineQuery,
   defineSignal,
   defineUpdate,
@@ -14,11 +16,14 @@ import {
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { isTerminal, type CaseResult, type EvalStatus } from '@agentrun/contracts';
+import { isTerminal, workflowIdFor, type CaseResult, type EvalStatus } from '@agentrun/contracts';
 import { EvalLoopState } from './eval-run.state';
 import {
   NOT_THE_AGENTS_FAULT,
+  type AgentCaseRun,
   type CaseErrorType,
+  type CaseOutcome,
+  type CaseRequest,
   type CaseView,
   type EvalActivities,
   type EvalRunInput,
@@ -26,6 +31,7 @@ import {
 } from './eval-run.types';
 import { openOutbox, type EmitFields, type Outbox, type StatusEventType } from './outbox';
 import { AGENT_STATUS_KEY } from './search-attributes';
+import type { AgentRun } from './agent-run.workflow';
 
 export const cancelEvalSignal = defineSignal<[{ command_id: string }]>('cancel_eval');
 /** An Update: the reviewer learns whether the approval was taken. */
@@ -82,6 +88,11 @@ function registerEvalRunHandlers(input: EvalRunInput, run: EvalLoopState, setSta
   setHandler(evalStatusQuery, () => ({ ...run.view(), processed_command_ids: [...processed].sort() }));
 }
 
+/** An agent case's run: the eval run's id and the case's, so it reads as the case's run in every list. */
+export function agentCaseRunId(evalRunId: string, caseId: string): string {
+  return `${evalRunId}.${caseId}`;
+}
+
 /** The benchmark failure a case ended with, if that is how it ended: the case ran and recorded its result. */
 function benchmarkFailure(err: unknown): ApplicationFailure | undefined {
   const cause = err instanceof ActivityFailure ? err.cause : undefined;
@@ -111,7 +122,7 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
   const run = new EvalLoopState(input);
   const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'eval', lane: input.lanes.agentWorkflows, firstSeq: 0, state: () => run.view() });
   const setStatus = statusSetter(run, outbox);
-  const { runCase } = proxyActivities<EvalActivities>({
+  const { runCase, loadAgentCase, scoreAgentCase } = proxyActivities<EvalActivities>({
     taskQueue: input.lanes.gpuEval,
     startToCloseTimeout: '10m',
     // A cancel reaches a case at its next heartbeat.
@@ -121,6 +132,27 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
     // case's own answer (its result, or the cancel acknowledged) so that no finished case goes uncounted.
     ...(countsCasesFinishedAtCancel ? { cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED } : {}),
   });
+  /** The agent solver: the case's own `AgentRun` (its events, snapshots and workspace), then its scoring. */
+  const solveWithAgent = async (request: CaseRequest): Promise<CaseOutcome> => {
+    const template = input.agent!;
+    const { goal } = await loadAgentCase(request);
+    const childRunId = agentCaseRunId(input.run_id, request.case_id);
+    const startedAt = Date.now();
+    let run: AgentCaseRun;
+    try {
+      const result = await executeChild<typeof AgentRun>('AgentRun', {
+        workflowId: workflowIdFor(input.org, childRunId),
+        taskQueue: input.lanes.agentWorkflows,
+        args: [{ ...template, org: input.org, run_id: childRunId, goal, parent_run_id: input.run_id, seed: { dataset: input.spec!.dataset, case_id: request.case_id } }],
+      });
+      run = { child_run_id: childRunId, status: result.status, ...(result.answer !== undefined ? { answer: result.answer } : {}), ...(result.final_snapshot_id ? { final_snapshot_id: result.final_snapshot_id } : {}) };
+    } catch (err) {
+      if (isCancellation(err) || !(err instanceof ChildWorkflowFailure)) throw err;
+      run = { child_run_id: childRunId, status: 'failed', error: (err.cause?.message ?? err.message).slice(0, 1_000) };
+    }
+    return scoreAgentCase({ ...request, run: { ...run, duration_ms: Date.now() - startedAt } });
+  };
+
   const fanOut = new CancellationScope();
   registerEvalRunHandlers(input, run, setStatus, fanOut);
 
@@ -129,14 +161,15 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
     let view: CaseView;
     let result: CaseResult | undefined;
     try {
-      const outcome = await runCase({
+      const request: CaseRequest = {
         key: `${input.org}/${input.run_id}:${caseId}`,
         org: input.org,
         run_id: input.run_id,
         case_id: caseId,
         fail_fraction: input.fail_fraction,
         ...(input.spec ? { spec: input.spec, max_attempts: CASE_RETRY.maximumAttempts } : {}),
-      });
+      };
+      const outcome = input.spec?.solver.name === 'agent' && input.agent ? await solveWithAgent(request) : await runCase(request);
       view = { status: 'ok', score: outcome.score, attempts: outcome.attempt };
       result = outcome.result;
     } catch (err) {

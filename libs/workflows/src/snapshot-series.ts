@@ -30,6 +30,8 @@ export interface SnapshotSeries {
   carry(): SnapshotSeriesCarry;
   /** Why the run must fail although the agent succeeded: the final capture did not land. */
   finalMissing(): string | undefined;
+  /** The final snapshot's id when it landed with an archive. */
+  finalLanded(): string | undefined;
   /** The newest rows, for the status Query. */
   rows(): SnapshotRow[];
   /** The newest row whose archive landed: where a moved workspace is restored from. */
@@ -206,6 +208,10 @@ class CaptureSeries implements SnapshotSeries {
 
   carry(): SnapshotSeriesCarry {
     return { ...this.progress };
+  }
+
+  finalLanded(): string | undefined {
+    return this.finalRow?.bundle_object_url ? this.finalRow.snapshot_id : undefined;
   }
 
   finalMissing(): string | undefined {

@@ -80,7 +80,7 @@ export class WorkspaceHosts implements WorkspaceMover {
         const source = latest ? { from_run_id: input.run_id, snapshot_id: latest.snapshot_id } : input.fork ? { from_run_id: input.fork.from_run_id, snapshot_id: input.fork.snapshot_id } : undefined;
         const placement = source
           ? (await this.activities.restorer.restoreSnapshot({ org: input.org, run_id: input.run_id, ...source })).placement
-          : await this.activities.claim.prepareWorkspace({ org: input.org, run_id: input.run_id, goal: input.goal });
+          : await this.activities.claim.prepareWorkspace({ org: input.org, run_id: input.run_id, goal: input.goal, ...(input.seed ? { seed: input.seed } : {}) });
         if (!placement) {
           throw ApplicationFailure.nonRetryable(
             `the workspace host '${from}' was lost and the host that took the workspace is not a workspace host (AGENTRUN_WORKSPACE_HOST_ID unset): mixed modes`,

@@ -1,5 +1,5 @@
 import { RUN_ID_PATTERN } from '@agentrun/contracts';
-import type { CaseSpec } from '@agentrun/workflows';
+import type { AgentCaseTemplate, CaseSpec } from '@agentrun/workflows';
 import { accepted, rejected } from '../decision';
 import type { CommandLedgerPort, RunDirectoryPort } from '../ports';
 import type { CommandHandler } from './command-handler';
@@ -30,7 +30,7 @@ export function evalRetryFailedHandler({ runs, ledger, starter }: EvalRetryFaile
       .filter(([, c]) => c.status === 'failed' || c.status === 'ungraded')
       .map(([id]) => id);
     if (retry.length === 0) return rejected('nothing_to_retry', `run '${runId}' has no failed or ungraded cases`);
-    const memo = run.memo as { model?: string; suite?: string; spec?: CaseSpec };
+    const memo = run.memo as { model?: string; suite?: string; spec?: CaseSpec; agent?: AgentCaseTemplate };
     for (let n = 1; n <= MAX_RETRIES; n++) {
       const retryId = `${runId}-retry-${n}`;
       if ((await ledger.acceptedStart(org, retryId)) !== undefined) continue;
@@ -41,7 +41,7 @@ export function evalRetryFailedHandler({ runs, ledger, starter }: EvalRetryFaile
         retryId,
         { model: memo.model ?? state.model, suite: memo.suite ?? state.suite, case_ids: retry, reviewers: state.reviewers },
         runId,
-        memo.spec,
+        memo.spec ? { spec: memo.spec, ...(memo.agent ? { agent: memo.agent } : {}) } : undefined,
       );
       if (decision.outcome === 'accepted') {
         await ledger.recordStart(org, commandId, retryId);

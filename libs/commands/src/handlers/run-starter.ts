@@ -1,5 +1,7 @@
 import {
   DEFAULT_MAX_STEPS,
+  RUN_ID_PATTERN,
+  type AgentPolicy,
   SNAPSHOT_DEFAULTS,
   type AgentStartPayload,
   type EvalStartPayload,
@@ -7,7 +9,7 @@ import {
   type SnapshotSettings,
 } from '@agentrun/contracts';
 import { EvalSpecError, normaliseScorers, normaliseSolver } from '@agentrun/evals';
-import type { AgentRunInput, CaseSpec, EvalRunInput, ForkInput, NamedSpec, SnapshotSeriesConfig, ToolTimeouts } from '@agentrun/workflows';
+import type { AgentCaseTemplate, AgentRunInput, CaseSpec, EvalRunInput, ForkInput, NamedSpec, SnapshotSeriesConfig, ToolTimeouts } from '@agentrun/workflows';
 import { accepted, rejected, type CommandDecision } from '../decision';
 import { RunAlreadyStartedError } from '../errors';
 import type { CommandLedgerPort, DatasetCatalogPort, RunDirectoryPort, StartRunRequest } from '../ports';
@@ -51,8 +53,18 @@ export interface RunStarterDeps {
   datasets?: DatasetCatalogPort;
 }
 
+/** A finished eval's checked spec, reused as it was by retry-failed (from the run's memo). */
+export interface EvalReuse {
+  spec: CaseSpec;
+  agent?: AgentCaseTemplate;
+}
+
 /** What an eval start names beyond the synthetic fields, checked; or why it cannot run. */
-type EvalPlan = { case_ids: string[]; suite: string; spec?: CaseSpec } | { refused: string };
+type EvalPlan = { case_ids: string[]; suite: string; spec?: CaseSpec; agent?: AgentCaseTemplate } | { refused: string };
+
+/** Steps an agent case's run may take unless the solver says otherwise. */
+export const DEFAULT_AGENT_CASE_STEPS = 12;
+const runIdRe = new RegExp(RUN_ID_PATTERN);
 
 /** Where a fork starts: its parent's snapshot and the step that snapshot was taken at. */
 export interface ForkStart {
@@ -99,9 +111,9 @@ export class RunStarter {
    * the dataset, solver, scorers and endpoint are checked here, so a mistake is refused at the boundary.
    * `spec` (retry-failed) reuses a finished run's checked spec as it was.
    */
-  async startEval(commandId: string, org: string, runId: string, payload: EvalStartPayload, parentRunId?: string, spec?: CaseSpec): Promise<CommandDecision> {
+  async startEval(commandId: string, org: string, runId: string, payload: EvalStartPayload, parentRunId?: string, reuse?: EvalReuse): Promise<CommandDecision> {
     const { lanes } = this.deps;
-    const plan = spec ? { case_ids: payload.case_ids ?? [], suite: payload.suite ?? spec.dataset.name, spec } : await this.planEval(org, payload);
+    const plan: EvalPlan = reuse ? { case_ids: payload.case_ids ?? [], suite: payload.suite ?? reuse.spec.dataset.name, ...reuse } : await this.planEval(org, runId, payload);
     if ('refused' in plan) return rejected('invalid_payload', plan.refused);
     const input: EvalRunInput = {
       org,
@@ -115,6 +127,7 @@ export class RunStarter {
       ...(parentRunId ? { parent_run_id: parentRunId } : {}),
       ...this.deps.evalDefaults,
       ...(plan.spec ? { spec: plan.spec } : {}),
+      ...(plan.agent ? { agent: plan.agent } : {}),
     };
     return this.startOnce({
       org,
@@ -122,12 +135,12 @@ export class RunStarter {
       commandId,
       taskQueue: lanes.agentWorkflows,
       workflow: { kind: 'eval', input },
-      memo: { model: input.model, suite: input.suite, ...(parentRunId ? { parent_run_id: parentRunId } : {}), ...(plan.spec ? { spec: plan.spec } : {}) },
+      memo: { model: input.model, suite: input.suite, ...(parentRunId ? { parent_run_id: parentRunId } : {}), ...(plan.spec ? { spec: plan.spec } : {}), ...(plan.agent ? { agent: plan.agent } : {}) },
       attributes: parentRunId ? { parent_run_id: parentRunId } : {},
     });
   }
 
-  private async planEval(org: string, payload: EvalStartPayload): Promise<EvalPlan> {
+  private async planEval(org: string, runId: string, payload: EvalStartPayload): Promise<EvalPlan> {
     if (!payload.dataset) {
       const solver = payload.solver === undefined ? 'synthetic' : typeof payload.solver === 'string' ? payload.solver : payload.solver.name;
       if (solver !== 'synthetic') return { refused: `the '${solver}' solver needs a dataset: give dataset {"name": ...}, {"id": ...} or {"cases": [...]}` };
@@ -154,7 +167,6 @@ export class RunStarter {
       throw err;
     }
     if (solver.name === 'synthetic') return { refused: "the 'synthetic' solver makes up its cases: start it without a dataset" };
-    if (solver.name === 'agent') return { refused: "the 'agent' solver is not served yet: use 'generate'" };
     let caseIds = dataset.case_ids;
     if (payload.case_ids) {
       const known = new Set(caseIds);
@@ -163,10 +175,28 @@ export class RunStarter {
       caseIds = payload.case_ids;
     } else if (payload.cases) caseIds = caseIds.slice(0, payload.cases);
     if (caseIds.length > MAX_EVAL_CASES) return { refused: `dataset '${dataset.ref.name}' has ${caseIds.length} cases; an eval takes at most ${MAX_EVAL_CASES}: give case_ids or cases` };
+    const spec: CaseSpec = { dataset: dataset.ref, solver, scorers, model: payload.model, ...(endpoint ? { model_endpoint: endpoint } : {}) };
+    if (solver.name !== 'agent') return { case_ids: caseIds, suite: payload.suite ?? dataset.ref.name, spec };
+    if (endpoint !== undefined && endpoint !== 'default') return { refused: `the 'agent' solver's runs ask the orchestrator's model endpoint; model_endpoint '${endpoint}' applies to 'generate' only` };
+    // Each case's agent is a run of its own: `{eval run id}.{case id}`, which must be a valid run id.
+    const tooLong = caseIds.find((id) => !runIdRe.test(`${runId}.${id}`));
+    if (tooLong !== undefined) return { refused: `the agent run of case '${tooLong}' would be '${runId}.${tooLong}', longer than a run id may be: use a shorter eval run id` };
+    return { case_ids: caseIds, suite: payload.suite ?? dataset.ref.name, spec, agent: this.agentCaseTemplate(payload, solver) };
+  }
+
+  /** How each agent case's run is started: the agent defaults, the eval's model, and a snapshot series that always keeps the final workspace. */
+  private agentCaseTemplate(payload: EvalStartPayload, solver: NamedSpec): AgentCaseTemplate {
+    const { lanes } = this.deps;
+    const options = solver as NamedSpec & { max_steps?: number; policy?: AgentPolicy };
     return {
-      case_ids: caseIds,
-      suite: payload.suite ?? dataset.ref.name,
-      spec: { dataset: dataset.ref, solver, scorers, model: payload.model, ...(endpoint ? { model_endpoint: endpoint } : {}) },
+      max_steps: options.max_steps ?? DEFAULT_AGENT_CASE_STEPS,
+      policy: options.policy ?? 'llm',
+      tier: 'batch',
+      lanes: { agentWorkflows: lanes.agentWorkflows, cpuTools: lanes.cpuTools, gpuTools: lanes.gpuTools, snapshots: lanes.snapshots },
+      ...this.deps.agentDefaults,
+      // The scorers read the final workspace from the final snapshot.
+      snapshots: snapshotConfigOf({ ...payload.snapshots, at_end: true }),
+      model: payload.model,
     };
   }
 
