@@ -12,6 +12,7 @@ import {
   objectStoreSpec,
   profileSpec,
   runDefaultsSpec,
+  modelEndpointNamesSpec,
   temporalSpec,
   toolActivitySpec,
   workspaceSpec,
@@ -36,6 +37,7 @@ const GROUPS = {
   objectStore: objectStoreSpec,
   toolActivity: toolActivitySpec,
   runDefaults: runDefaultsSpec,
+  modelEndpointNames: modelEndpointNamesSpec,
 } satisfies Record<string, Spec>;
 type Group = keyof typeof GROUPS;
 
@@ -52,22 +54,22 @@ const SERVICES: Record<string, Service> = {
   gateway: {
     spec: gatewaySpec,
     load: loadGatewayConfig,
-    groups: ['lifecycle', 'mode', 'profile', 'kafka', 'temporal', 'database', 'objectStore', 'runDefaults'],
+    groups: ['lifecycle', 'mode', 'profile', 'kafka', 'temporal', 'database', 'objectStore', 'runDefaults', 'modelEndpointNames'],
     own: ['GATEWAY_PORT', 'GATEWAY_HOST', 'CURSOR_SECRET', 'SSE_KEEPALIVE_SECONDS', 'RUN_LAST_EVENTS'],
     bad: ['AGENTRUN_MODE', 'staging'],
   },
   orchestrator: {
     spec: orchestratorSpec,
     load: loadOrchestratorConfig,
-    groups: ['lifecycle', 'mode', 'profile', 'kafka', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'runDefaults'],
+    groups: ['lifecycle', 'mode', 'profile', 'kafka', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'runDefaults', 'modelEndpointNames'],
     own: ['ORCHESTRATOR_ROLES', 'ORCHESTRATOR_HOST', 'ORCHESTRATOR_PORT', 'MODEL_BASE_URL', 'MODEL_API_KEY', 'MODEL_NAME', 'MODEL_TIMEOUT_MS', 'COMMAND_CONCURRENCY', 'WORKFLOW_BUNDLE_PATH', 'SNAPSHOT_RESTORE_MAX_BYTES'],
     bad: ['COMMAND_CONCURRENCY', '0'],
   },
   'gpu-worker': {
     spec: gpuWorkerSpec,
     load: loadGpuWorkerConfig,
-    groups: ['lifecycle', 'mode', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity'],
-    own: ['GPU_WORKER_HOST', 'GPU_WORKER_PORT', 'GPU_SLOTS', 'EVAL_SLOTS', 'CASE_TICKS', 'CASE_TICK_MS', 'CASE_HICCUP_PER_MILLE'],
+    groups: ['lifecycle', 'mode', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'modelEndpointNames'],
+    own: ['GPU_WORKER_HOST', 'GPU_WORKER_PORT', 'GPU_SLOTS', 'EVAL_SLOTS', 'CASE_TICKS', 'CASE_TICK_MS', 'CASE_HICCUP_PER_MILLE', 'MODEL_BASE_URL', 'MODEL_API_KEY', 'EVAL_MODEL_TIMEOUT_MS', 'EVAL_MAX_TOKENS'],
     bad: ['GPU_SLOTS', 'two'],
   },
   projector: {

@@ -1,4 +1,4 @@
-import { databaseSpec, DEVELOPMENT_CURSOR_SECRET, secret, loadServiceConfig, int, kafkaSpec, lifecycleSpec, modeSpec, objectStoreSpec, profileSpec, runDefaultsSpec, str, temporalSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { modelEndpointNamesSpec, databaseSpec, DEVELOPMENT_CURSOR_SECRET, secret, loadServiceConfig, int, kafkaSpec, lifecycleSpec, modeSpec, objectStoreSpec, profileSpec, runDefaultsSpec, str, temporalSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 export const gatewaySpec = {
   ...lifecycleSpec,
@@ -9,6 +9,7 @@ export const gatewaySpec = {
   ...databaseSpec,
   // Snapshot archives are served from here.
   ...objectStoreSpec,
+  ...modelEndpointNamesSpec,
   // HTTP commands start runs, so the gateway reads the same run defaults as the orchestrator.
   ...runDefaultsSpec,
   GATEWAY_PORT: int(8080, 1, 65535),

@@ -7,6 +7,7 @@ import {
   list,
   loadServiceConfig,
   objectStoreSpec,
+  modelEndpointNamesSpec,
   optionalStr,
   profileSpec,
   runDefaultsSpec,
@@ -44,6 +45,7 @@ export const orchestratorSpec = {
   ...databaseSpec,
   ...workspaceSpec,
   ...objectStoreSpec,
+  ...modelEndpointNamesSpec,
   // The CPU tool lane runs here.
   ...toolActivitySpec,
   // Kafka commands start runs, so the orchestrator reads the same run defaults as the gateway.

@@ -6,7 +6,9 @@ import { CommandService } from './command.service';
 import { agentDefaultsOf, createCommandService, evalDefaultsOf } from './wiring';
 
 /** The command service as a Nest provider, for every service that accepts commands. */
-export function commandServiceProvider(config: RunDefaultsConfig & Pick<TemporalConfig, 'AGENTRUN_TASK_QUEUE_PREFIX'> & Parameters<typeof objectStoreConfigOf>[0]): FactoryProvider<CommandService> {
+export function commandServiceProvider(
+  config: RunDefaultsConfig & Pick<TemporalConfig, 'AGENTRUN_TASK_QUEUE_PREFIX'> & Parameters<typeof objectStoreConfigOf>[0] & { AGENTRUN_MODEL_ENDPOINTS?: string },
+): FactoryProvider<CommandService> {
   return {
     provide: CommandService,
     inject: [Temporal, Database, Kafka],

@@ -6,14 +6,15 @@ import { optionalStr, secret, str, type Env } from './env';
  * A command names an endpoint, never a URL or a key: the workers hold both, so a command cannot point a
  * worker at an address of its choosing or read a key out of it.
  */
+/** The endpoint names alone: the services that start evals check a command's `model_endpoint` against them. */
+export const modelEndpointNamesSpec = { AGENTRUN_MODEL_ENDPOINTS: optionalStr() };
+
+/** What the eval workers read: the endpoints with their addresses, and the default one's key. */
 export const modelEndpointSpec = {
+  ...modelEndpointNamesSpec,
   MODEL_BASE_URL: str('http://127.0.0.1:8090/v1'),
   MODEL_API_KEY: secret(),
-  AGENTRUN_MODEL_ENDPOINTS: optionalStr(),
 };
-
-/** What a process that only checks endpoint names (the command handlers) reads. */
-export const modelEndpointNamesSpec = { MODEL_BASE_URL: modelEndpointSpec.MODEL_BASE_URL, AGENTRUN_MODEL_ENDPOINTS: optionalStr() };
 
 export const ENDPOINT_NAME_PATTERN = '^[a-z0-9][a-z0-9_-]{0,62}$';
 const endpointNameRe = new RegExp(ENDPOINT_NAME_PATTERN);

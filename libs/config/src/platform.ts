@@ -302,8 +302,6 @@ export const runDefaultsSpec = {
   EVAL_CASE_HEARTBEAT_S: int(5, 1, 600),
   /** Cases failed for a reason the agent did not cause are left ungraded instead of scored 0. */
   AGENTRUN_ERRORED_TURN_UNGRADED: bool(false),
-  /** Model endpoints the eval workers have beyond `default` (JSON, see model-endpoints.ts); starters check names against it. */
-  AGENTRUN_MODEL_ENDPOINTS: optionalStr(),
 };
 
 export type LifecycleConfig = ConfigOf<typeof lifecycleSpec>;
