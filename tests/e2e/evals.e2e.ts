@@ -79,6 +79,8 @@ describe('Real evaluations', () => {
       { id: 'wordy', input: 'Say it in words. [answer: the answer is 42]', target: ['42', 'forty-two'] },
       { id: 'server-down', input: 'Fail please [scenario:always_500]', target: 'x' },
       { id: 'refused', input: 'A bad request [scenario:400]', target: 'x' },
+      { id: 'bad-key', input: 'Who am I [scenario:401]', target: 'x' },
+      { id: 'spent-key', input: 'Out of money [scenario:quota]', target: 'x' },
     ];
     const runId = await evalOver({ dataset: { cases, name: 'inline-smoke' }, solver: { name: 'generate', temperature: 0, max_tokens: 32 }, scorers: ['exact', 'includes', 'model_graded'] });
     const rows = Object.fromEntries((await allResults(runId)).map((r) => [r.case_id, r]));
@@ -93,15 +95,19 @@ describe('Real evaluations', () => {
     expect(rows['server-down'].result!.error).toMatch(/500/);
     // A request the model refuses is the eval's own mistake: scored 0, never retried.
     expect(rows['refused']).toMatchObject({ status: 'failed', error_type: 'agent_error', score: 0, attempts: 1 });
+    // The key's own failures: not the agent's fault, so ungraded under the flag, and never retried.
+    expect(rows['bad-key']).toMatchObject({ status: 'ungraded', error_type: 'model_key_auth', score: null, attempts: 1 });
+    expect(rows['spent-key']).toMatchObject({ status: 'ungraded', error_type: 'model_key_budget', score: null, attempts: 1 });
     const state = await stateOf(runId);
-    expect(state.counts).toEqual({ ok: 2, failed: 1, ungraded: 1 });
+    expect(state.counts).toEqual({ ok: 2, failed: 1, ungraded: 3 });
+    expect(state.score).toBeCloseTo((1 + 2 / 3 + 0) / 3, 3);
 
     // retry-failed runs the failed and ungraded cases again over the same dataset, with the same scorers.
     const retry = await platform.http('POST', `/runs/${runId}/retry-failed`, { org });
     expect(retry.status).toBe(202);
     await platform.waitForStatus(org, `${runId}-retry-1`, 'awaiting_review');
     const retried = await allResults(`${runId}-retry-1`);
-    expect(retried.map((r) => r.case_id).sort()).toEqual(['refused', 'server-down']);
+    expect(retried.map((r) => r.case_id).sort()).toEqual(['bad-key', 'refused', 'server-down', 'spent-key']);
     expect((await stateOf(`${runId}-retry-1`)).dataset_id).toBe(state.dataset_id);
   });
 

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import {
   BadArguments,
   ChatError,
+  classifyModelError,
   CPU_TOOLS,
   createChatClient,
   GPU_TOOLS,
@@ -145,6 +146,21 @@ describe('chat client against the deterministic model server', () => {
     const broken = client('scripted-always_500');
     for (let attempt = 1; attempt <= 4; attempt++) {
       expect(await failure(broken.complete(request))).toMatchObject({ kind: 'server_error', status: 500 });
+    }
+  });
+
+  it("the key's failures come as providers send them, and classify as the evals read them", async () => {
+    const cases = [
+      ['401', 401, 'model_key_auth'],
+      ['403', 403, 'model_key_auth'],
+      ['quota', 429, 'model_key_budget'],
+      ['402', 402, 'model_key_budget'],
+      ['429', 429, 'infra_error'],
+    ] as const;
+    for (const [scenario, status, classified] of cases) {
+      const err = await failure(chat.complete({ messages: goal(`please [scenario:${scenario}]`) }));
+      expect(err.status).toBe(status);
+      expect(classifyModelError(err)).toBe(classified);
     }
   });
 

@@ -18,6 +18,8 @@
  * - `rate_limited` / `server_error`: 429 (`Retry-After: 1`) / 500 for the first 2 requests carrying the same
  *   conversation (fingerprint = SHA-256 of the messages), then the `agent` reply.
  * - `always_500`: 500 every time. `bad_request`: 400 with an OpenAI-style error body.
+ * - The key's failures, every time, as providers send them: `unauthorized` 401 (`invalid_api_key`), `forbidden`
+ *   403, `quota_exhausted` 429 with `insufficient_quota` (a spent budget, not a rate limit), `payment_required` 402.
  * - `length`: a truncated answer (`max_tokens` words, default 8) with `finish_reason: 'length'`.
  * - `slow`: the `agent` reply after `[delay:MS]` ms (default 2000, at most 120000).
  *
@@ -31,7 +33,7 @@
  *   case is in the seeded subset (`seededRight`), else with a wrong answer (`wrongAnswer`);
  * - the goal of a shipped `agent` case gets one tool call (the goal's own tool when seeded right, else `fetch`
  *   on its path), then `done: <first 40 characters of the result>`.
- * `length`, `always_500` and `bad_request` ignore them.
+ * `length`, `always_500`, `bad_request` and the key's failures ignore them.
  *
  * Unknown model, unknown scenario or malformed body -> 400 `{ error: { message, type: 'invalid_request_error' } }`;
  * a body over 1 MiB -> 413. The shipped suites are read at start: without them the server does not start.
@@ -48,13 +50,25 @@ export const SCENARIOS = [
   'server_error',
   'always_500',
   'bad_request',
+  'unauthorized',
+  'forbidden',
+  'quota_exhausted',
+  'payment_required',
   'length',
   'slow',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 /** Short names accepted wherever a scenario name is (`scripted-429`, `[scenario:500]`). */
-export const ALIASES: Readonly<Record<string, Scenario>> = { '429': 'rate_limited', '500': 'server_error', '400': 'bad_request' };
+export const ALIASES: Readonly<Record<string, Scenario>> = {
+  '429': 'rate_limited',
+  '500': 'server_error',
+  '400': 'bad_request',
+  '401': 'unauthorized',
+  '403': 'forbidden',
+  '402': 'payment_required',
+  quota: 'quota_exhausted',
+};
 
 export const MODEL_PREFIX = 'scripted';
 /** Tool results after which the `agent` scenario answers in text. */
@@ -296,6 +310,14 @@ function respond(text: string, attempts: Map<string, number>): Reply {
       return { status: 500, body: errorBody('scripted server error (always)', 'server_error', null) };
     case 'bad_request':
       return { status: 400, body: errorBody('scripted bad request: this request is refused', 'invalid_request_error', 'scripted_bad_request') };
+    case 'unauthorized':
+      return { status: 401, body: errorBody('Incorrect API key provided (scripted)', 'invalid_request_error', 'invalid_api_key') };
+    case 'forbidden':
+      return { status: 403, body: errorBody('this key may not use this model (scripted)', 'permission_error', 'model_not_allowed') };
+    case 'quota_exhausted':
+      return { status: 429, body: errorBody('You exceeded your current quota, please check your plan and billing details (scripted)', 'insufficient_quota', 'insufficient_quota') };
+    case 'payment_required':
+      return { status: 402, body: errorBody('the budget of this key is spent (scripted)', 'billing_error', 'budget_exceeded') };
     case 'malformed_args':
       if (toolResults(request) === 0) return completion(request, replyId, malformedTurn(request, fingerprint));
       return completion(request, replyId, scriptedTurn(request, fingerprint, grading));

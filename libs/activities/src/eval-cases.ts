@@ -21,8 +21,8 @@ import {
   type WorkspaceReader,
 } from '@agentrun/evals';
 import type { AgentCaseRun, CaseOutcome, CaseRequest, CaseSpec, EvalDatasetRef, NamedSpec } from '@agentrun/workflows';
-import { ChatError, type ChatClient, type ChatMessage, type ChatUsage } from './llm';
-import { classifyModelError } from './llm/client';
+import { ChatError, classifyModelError, type ChatClient, type ChatMessage, type ChatUsage } from './llm';
+
 import { streamText } from './snapshot.activities';
 
 /** Where a stored dataset lives in the object store. */
