@@ -51,7 +51,7 @@ function withoutAdditions(current: unknown, v1: unknown, path = '$'): { pruned: 
  * `case_ids` and `cases`. For the structural comparison it takes v1's `required` and case rule back.
  */
 function withV1CaseRule(current: Record<string, unknown>, v1: Record<string, unknown>): Record<string, unknown> {
-  const { anyOf: _anyOf, not: _not, required: _required, ...rest } = current;
+  const rest = Object.fromEntries(Object.entries(current).filter(([key]) => !['anyOf', 'not', 'required'].includes(key)));
   return { ...rest, required: v1.required, oneOf: v1.oneOf };
 }
 
