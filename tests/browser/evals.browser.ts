@@ -166,6 +166,13 @@ describe('the eval dashboard in Chromium', () => {
     expect(await page.getByRole('dialog').getByTestId('drawer-status').textContent()).toBe('ok');
     await page.getByRole('dialog').getByRole('button', { name: 'Close' }).click();
     await page.getByRole('dialog').waitFor({ state: 'hidden' });
+    // Closed means closed: the next case opens a drawer of its own, from the keyboard too.
+    const second = (await caseIds(page))[1]!;
+    await page.getByRole('button', { name: `Open case ${second}` }).focus();
+    await page.keyboard.press('Enter');
+    await page.getByRole('dialog', { name: `Case ${second}` }).waitFor();
+    await page.keyboard.press('Escape');
+    await page.getByRole('dialog').waitFor({ state: 'hidden' });
     expect(await page.getByText('A synthetic eval has no dataset').count()).toBe(1);
   });
 
