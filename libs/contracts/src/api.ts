@@ -94,6 +94,7 @@ export const DATASET_SCHEMA = Type.Object(
   },
   { $id: 'https://agentrun.dev/schemas/dataset.v1.json', title: 'Dataset' },
 );
+export type Dataset = Static<typeof DATASET_SCHEMA>;
 
 export const DATASET_LIST_SCHEMA = Type.Object(
   {
@@ -105,6 +106,7 @@ export const DATASET_LIST_SCHEMA = Type.Object(
   },
   { $id: 'https://agentrun.dev/schemas/dataset-list.v1.json', title: 'DatasetList' },
 );
+export type DatasetList = Static<typeof DATASET_LIST_SCHEMA>;
 
 /** `GET /runs/{id}/results`: one finished case of an eval run. */
 export const CASE_RESULT_ROW_SCHEMA = Type.Object(
@@ -121,6 +123,7 @@ export const CASE_RESULT_ROW_SCHEMA = Type.Object(
   },
   { $id: 'https://agentrun.dev/schemas/case-result-row.v1.json', title: 'CaseResultRow' },
 );
+export type CaseResultRow = Static<typeof CASE_RESULT_ROW_SCHEMA>;
 
 export const CASE_RESULT_PAGE_SCHEMA = Type.Object(
   {
@@ -130,6 +133,7 @@ export const CASE_RESULT_PAGE_SCHEMA = Type.Object(
   },
   { $id: 'https://agentrun.dev/schemas/case-result-page.v1.json', title: 'CaseResultPage' },
 );
+export type CaseResultPage = Static<typeof CASE_RESULT_PAGE_SCHEMA>;
 
 /** `GET /runs/{id}/compare?with=`: this run (`current`) against another (`baseline`) over the same dataset. */
 export const EVAL_COMPARISON_SCHEMA = Type.Object(
@@ -147,6 +151,8 @@ export const EVAL_COMPARISON_SCHEMA = Type.Object(
       }),
     ),
     counts: Type.Record(Type.String(), Type.Integer({ minimum: 0 })),
+    /** Cases graded in both runs: the ones the means and the interval are over. */
+    paired: Type.Integer({ minimum: 0 }),
     mean_current: Type.Union([Type.Number(), Type.Null()]),
     mean_baseline: Type.Union([Type.Number(), Type.Null()]),
     mean_difference: Type.Union([Type.Number(), Type.Null()], { description: 'current minus baseline, over cases graded in both' }),
@@ -154,3 +160,4 @@ export const EVAL_COMPARISON_SCHEMA = Type.Object(
   },
   { $id: 'https://agentrun.dev/schemas/eval-comparison.v1.json', title: 'EvalComparison' },
 );
+export type EvalComparison = Static<typeof EVAL_COMPARISON_SCHEMA>;

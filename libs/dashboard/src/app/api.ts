@@ -38,16 +38,24 @@ function newKey(): string {
   return typeof crypto.randomUUID === 'function' ? crypto.randomUUID() : `${Date.now()}-${Math.random().toString(36).slice(2)}`;
 }
 
-/** A raw call: same origin, the session cookie, X-Org in local mode; a problem answer is thrown. */
-export async function call(method: string, path: string, body?: unknown, init: { signal?: AbortSignal; accept?: string; allow401?: boolean } = {}): Promise<Response> {
+/**
+ * A raw call: same origin, the session cookie, X-Org in local mode; a problem answer is thrown. The body
+ * goes as JSON, or as it is (a file, say) when `contentType` names what it is.
+ */
+export async function call(
+  method: string,
+  path: string,
+  body?: unknown,
+  init: { signal?: AbortSignal; accept?: string; allow401?: boolean; contentType?: string } = {},
+): Promise<Response> {
   const headers: Record<string, string> = { Accept: init.accept ?? 'application/json', ...credentialHeaders() };
   // One key per user action: a retried request is the same command, never a second one.
   if (method === 'POST') headers['Idempotency-Key'] = newKey();
-  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  if (body !== undefined) headers['Content-Type'] = init.contentType ?? 'application/json';
   const res = await fetch(path, {
     method,
     headers,
-    body: body === undefined ? undefined : JSON.stringify(body),
+    body: body === undefined ? undefined : init.contentType ? (body as BodyInit) : JSON.stringify(body),
     credentials: 'same-origin',
     cache: 'no-store',
     signal: init.signal,
@@ -65,6 +73,22 @@ export async function getJson<T>(path: string, signal?: AbortSignal): Promise<T>
 export async function postJson<T>(path: string, body: unknown = {}): Promise<T> {
   const res = await call('POST', path, body);
   return (res.status === 204 ? undefined : await res.json()) as T;
+}
+
+/**
+ * Fetches `path` with this page's credentials and hands it to the browser as a download named
+ * `fileName`: a plain link would not carry X-Org in local mode.
+ */
+export async function saveDownload(path: string, fileName: string, accept: string): Promise<void> {
+  const res = await call('GET', path, undefined, { accept });
+  const url = URL.createObjectURL(await res.blob());
+  const a = document.createElement('a');
+  a.href = url;
+  a.download = fileName;
+  document.body.append(a);
+  a.click();
+  a.remove();
+  window.setTimeout(() => URL.revokeObjectURL(url), 10_000);
 }
 
 export function errorText(err: unknown): string {

@@ -2,7 +2,8 @@ import './app.css';
 import { render } from 'preact';
 import { useEffect } from 'preact/hooks';
 import { checkSession, signOut } from './api';
-import { location, routeOf, runsHref } from './router';
+import { DatasetsPage } from './datasets-page';
+import { datasetsHref, location, routeOf, runsHref } from './router';
 import { RunPage } from './run-page';
 import { RunsPage } from './runs-page';
 import { session, storedOrg } from './session';
@@ -21,6 +22,7 @@ function Header() {
       </Link>
       <nav aria-label="Main">
         <Link href={runsHref}>Runs</Link>
+        <Link href={datasetsHref}>Datasets</Link>
       </nav>
       <div class="who">
         {current.kind === 'org' && <span data-testid="who">{`Org ${current.org} (local mode, X-Org)`}</span>}
@@ -39,13 +41,14 @@ function Page() {
   const current = session.value;
   const route = routeOf(location.value.path);
   useEffect(() => {
-    document.title = route.page === 'run' ? `${route.runId} · AgentRun` : 'Runs · AgentRun';
+    document.title = route.page === 'run' ? `${route.runId} · AgentRun` : route.page === 'datasets' ? 'Datasets · AgentRun' : 'Runs · AgentRun';
   }, [route.page, route.page === 'run' ? route.runId : '']);
 
   if (current.kind === 'checking') return <p aria-busy="true">Loading…</p>;
   if (current.kind === 'signed-out') return <SignIn message={current.message} />;
   if (route.page === 'runs') return <RunsPage />;
   if (route.page === 'run') return <RunPage key={route.runId} runId={route.runId} />;
+  if (route.page === 'datasets') return <DatasetsPage />;
   return (
     <section>
       <h1>Page not found</h1>

@@ -1,7 +1,9 @@
-import { useState } from 'preact/hooks';
-import { ApiError, postJson, type Accepted } from './api';
-import { navigate, runHref } from './router';
-import { OutcomeLine, type Outcome } from './ui';
+import type { DatasetList } from '@agentrun/contracts';
+import { useEffect, useState } from 'preact/hooks';
+import { errorText, getJson, postJson, type Accepted } from './api';
+import { datasetChoices, evalStartBody, solverChoices, type DatasetChoice } from './eval-view';
+import { datasetsHref, navigate, runHref } from './router';
+import { failureOf, Link, OutcomeLine, type Outcome } from './ui';
 
 type Kind = 'agent' | 'eval';
 
@@ -26,8 +28,31 @@ export function NewRunForm() {
   const [cases, setCases] = useState('12');
   const [failFraction, setFailFraction] = useState('0.25');
   const [reviewers, setReviewers] = useState('');
+  const [source, setSource] = useState<'synthetic' | 'dataset'>('synthetic');
+  const [datasets, setDatasets] = useState<DatasetList>();
+  const [datasetsError, setDatasetsError] = useState<string>();
+  const [datasetValue, setDatasetValue] = useState('');
+  const [solver, setSolver] = useState('');
+  const [scorers, setScorers] = useState('');
+  const [caseLimit, setCaseLimit] = useState('');
+  const [modelEndpoint, setModelEndpoint] = useState('');
   const [busy, setBusy] = useState(false);
   const [outcome, setOutcome] = useState<Outcome>();
+
+  // The datasets to pick from, asked for each time the dataset source is chosen (one may just have been uploaded).
+  useEffect(() => {
+    if (kind !== 'eval' || source !== 'dataset') return;
+    const abort = new AbortController();
+    getJson<DatasetList>('/datasets', abort.signal)
+      .then((list) => {
+        setDatasets(list);
+        setDatasetsError(undefined);
+      })
+      .catch((err: unknown) => !abort.signal.aborted && setDatasetsError(errorText(err)));
+    return () => abort.abort();
+  }, [kind, source]);
+  const choices: DatasetChoice[] = datasets ? datasetChoices(datasets) : [];
+  const chosen = choices.find((c) => c.value === datasetValue) ?? choices[0];
 
   const submit = async () => {
     setBusy(true);
@@ -37,20 +62,13 @@ export function NewRunForm() {
       const accepted =
         kind === 'agent'
           ? await postJson<Accepted>('/agents', { ...id, goal, max_steps: Number(maxSteps), policy, tier, ...SNAPSHOT_CHOICES[snapshots].body })
-          : await postJson<Accepted>('/evals', {
-              ...id,
-              model: model.trim(),
-              suite: suite.trim(),
-              cases: Number(cases),
-              fail_fraction: Number(failFraction),
-              reviewers: reviewers
-                .split(',')
-                .map((r) => r.trim())
-                .filter(Boolean),
-            });
+          : await postJson<Accepted>(
+              '/evals',
+              evalStartBody({ runId, model, reviewers, source, suite, cases, failFraction, dataset: chosen, solver, scorers, caseLimit, modelEndpoint }),
+            );
       navigate(runHref(accepted.run_id), { started: true });
     } catch (err) {
-      setOutcome(err instanceof ApiError ? { ok: false, text: err.detail, title: err.title, status: err.status } : { ok: false, text: String(err) });
+      setOutcome(failureOf(err));
     } finally {
       setBusy(false);
     }
@@ -119,22 +137,48 @@ export function NewRunForm() {
             </>
           ) : (
             <>
+              <fieldset key="source" class="field wide source">
+                <legend>Cases from</legend>
+                <label class="inline">
+                  <input type="radio" name="source" value="synthetic" checked={source === 'synthetic'} onChange={() => setSource('synthetic')} /> Made-up cases
+                </label>
+                <label class="inline">
+                  <input type="radio" name="source" value="dataset" checked={source === 'dataset'} onChange={() => setSource('dataset')} /> A dataset
+                </label>
+              </fieldset>
               <div key="model" class="field">
                 <label for="start-model">Model</label>
                 <input id="start-model" name="model" required value={model} onInput={(e) => setModel(e.currentTarget.value)} />
               </div>
-              <div key="suite" class="field">
-                <label for="start-suite">Suite</label>
-                <input id="start-suite" name="suite" required value={suite} onInput={(e) => setSuite(e.currentTarget.value)} />
-              </div>
-              <div key="cases" class="field">
-                <label for="start-cases">Cases</label>
-                <input id="start-cases" name="cases" type="number" min={1} max={500} required value={cases} onInput={(e) => setCases(e.currentTarget.value)} />
-              </div>
-              <div key="fail_fraction" class="field">
-                <label for="start-fail-fraction">Fail fraction</label>
-                <input id="start-fail-fraction" name="fail_fraction" type="number" min={0} max={1} step={0.05} required value={failFraction} onInput={(e) => setFailFraction(e.currentTarget.value)} />
-              </div>
+              {source === 'dataset' ? (
+                <DatasetFields
+                  choices={choices}
+                  chosen={chosen}
+                  loadError={datasetsError}
+                  solvers={solverChoices(datasets)}
+                  fields={{ solver, scorers, caseLimit, modelEndpoint }}
+                  onDataset={setDatasetValue}
+                  onSolver={setSolver}
+                  onScorers={setScorers}
+                  onCaseLimit={setCaseLimit}
+                  onModelEndpoint={setModelEndpoint}
+                />
+              ) : (
+                <>
+                  <div key="suite" class="field">
+                    <label for="start-suite">Suite</label>
+                    <input id="start-suite" name="suite" required value={suite} onInput={(e) => setSuite(e.currentTarget.value)} />
+                  </div>
+                  <div key="cases" class="field">
+                    <label for="start-cases">Cases</label>
+                    <input id="start-cases" name="cases" type="number" min={1} max={500} required value={cases} onInput={(e) => setCases(e.currentTarget.value)} />
+                  </div>
+                  <div key="fail_fraction" class="field">
+                    <label for="start-fail-fraction">Fail fraction</label>
+                    <input id="start-fail-fraction" name="fail_fraction" type="number" min={0} max={1} step={0.05} required value={failFraction} onInput={(e) => setFailFraction(e.currentTarget.value)} />
+                  </div>
+                </>
+              )}
               <div key="reviewers" class="field wide">
                 <label for="start-reviewers">
                   Reviewers <span class="hint">(comma-separated)</span>
@@ -150,5 +194,89 @@ export function NewRunForm() {
         <OutcomeLine outcome={outcome} testId="start-outcome" />
       </form>
     </details>
+  );
+}
+
+interface DatasetFieldValues {
+  solver: string;
+  scorers: string;
+  caseLimit: string;
+  modelEndpoint: string;
+}
+
+/** An eval over a dataset: which one (suites and uploads), and the solver, scorers, case limit and endpoint; empty means the dataset's own. */
+function DatasetFields(props: {
+  choices: DatasetChoice[];
+  chosen: DatasetChoice | undefined;
+  loadError: string | undefined;
+  solvers: string[];
+  fields: DatasetFieldValues;
+  onDataset: (value: string) => void;
+  onSolver: (value: string) => void;
+  onScorers: (value: string) => void;
+  onCaseLimit: (value: string) => void;
+  onModelEndpoint: (value: string) => void;
+}) {
+  const { choices, chosen, fields } = props;
+  const suites = choices.filter((c) => 'name' in c.dataset);
+  const uploads = choices.filter((c) => 'id' in c.dataset);
+  return (
+    <>
+      <div key="dataset" class="field wide">
+        <label for="start-dataset">
+          Dataset <span class="hint">(<Link href={datasetsHref}>upload one</Link>)</span>
+        </label>
+        <select id="start-dataset" name="dataset" required value={chosen?.value ?? ''} onChange={(e) => props.onDataset(e.currentTarget.value)}>
+          {choices.length === 0 && <option value="">{props.loadError ? `could not list datasets: ${props.loadError}` : 'loading…'}</option>}
+          {suites.length > 0 && (
+            <optgroup label="Suites shipped with the platform">
+              {suites.map((c) => (
+                <option key={c.value} value={c.value}>
+                  {c.label}
+                </option>
+              ))}
+            </optgroup>
+          )}
+          {uploads.length > 0 && (
+            <optgroup label="Uploaded">
+              {uploads.map((c) => (
+                <option key={c.value} value={c.value}>
+                  {c.label}
+                </option>
+              ))}
+            </optgroup>
+          )}
+        </select>
+      </div>
+      <div key="solver" class="field">
+        <label for="start-solver">Solver</label>
+        <select id="start-solver" name="solver" value={fields.solver} onChange={(e) => props.onSolver(e.currentTarget.value)}>
+          <option value="">{`the dataset's (${chosen?.solver ?? 'generate'})`}</option>
+          {props.solvers.map((s) => (
+            <option key={s} value={s}>
+              {s}
+            </option>
+          ))}
+        </select>
+      </div>
+      <div key="scorers" class="field">
+        <label for="start-scorers">
+          Scorers <span class="hint">(comma-separated)</span>
+        </label>
+        <input id="start-scorers" name="scorers" placeholder={chosen ? `the dataset's: ${chosen.scorers.join(', ')}` : ''} value={fields.scorers} onInput={(e) => props.onScorers(e.currentTarget.value)} />
+      </div>
+      <div key="case_limit" class="field">
+        <label for="start-case-limit">
+          First cases <span class="hint">(optional)</span>
+        </label>
+        <input id="start-case-limit" name="case_limit" type="number" min={1} max={500} value={fields.caseLimit} onInput={(e) => props.onCaseLimit(e.currentTarget.value)} />
+      </div>
+      <div key="model_endpoint" class="field">
+        <label for="start-model-endpoint">
+          Model endpoint <span class="hint">(optional)</span>
+        </label>
+        <input id="start-model-endpoint" name="model_endpoint" pattern="[a-z0-9][a-z0-9_\-]{0,62}" value={fields.modelEndpoint} onInput={(e) => props.onModelEndpoint(e.currentTarget.value)} />
+      </div>
+    </>
   );
 }

@@ -5,10 +5,11 @@ export const BASE = '/ui';
 
 export const location = signal({ path: window.location.pathname, search: window.location.search });
 
-export type Route = { page: 'runs' } | { page: 'run'; runId: string } | { page: 'missing' };
+export type Route = { page: 'runs' } | { page: 'run'; runId: string } | { page: 'datasets' } | { page: 'missing' };
 
 export function routeOf(path: string): Route {
   if (path === BASE || path === `${BASE}/`) return { page: 'runs' };
+  if (path === `${BASE}/datasets` || path === `${BASE}/datasets/`) return { page: 'datasets' };
   const m = /^\/ui\/runs\/([^/]+)\/?$/.exec(path);
   if (m) {
     try {
@@ -22,6 +23,7 @@ export function routeOf(path: string): Route {
 
 export const runHref = (runId: string): string => `${BASE}/runs/${encodeURIComponent(runId)}`;
 export const runsHref = `${BASE}/`;
+export const datasetsHref = `${BASE}/datasets`;
 
 /** True when this page was opened by starting its run here: a 404 then means "not projected yet". */
 export function justStarted(): boolean {

@@ -3,6 +3,8 @@ import { useEffect, useMemo, useState } from 'preact/hooks';
 import { ApiError, errorText, getJson, runPath, type RunSummary } from './api';
 import { BarChart, PALETTE } from './charts';
 import { AgentControls, EvalControls } from './controls';
+import { CaseResults } from './eval-cases';
+import { CompareEvals } from './eval-compare';
 import { justStarted, runHref, runsHref } from './router';
 import { agentGauge, describeEvent, EventLog, evalSummary, isTerminalStatus, stepDurations, type CaseCell, type EvalSummary } from './run-view';
 import { Snapshots } from './snapshots';
@@ -158,6 +160,8 @@ export function RunPage({ runId }: { runId: string }) {
         ) : null}
       </div>
       {kind === 'eval' && evalView && <CaseGrid view={evalView} />}
+      {kind === 'eval' && evalView && <CaseResults runId={runId} finished={evalView.done} />}
+      {kind === 'eval' && evalView && <CompareEvals runId={runId} datasetId={evalView.dataset_id} />}
       {kind === 'agent' && <StepChart events={events} />}
       {kind === 'agent' && <Snapshots runId={runId} events={events} />}
       <Timeline events={events} ended={stream === 'ended' || isTerminalStatus(status)} />
@@ -223,6 +227,10 @@ function EvalOverview({ view }: { view: EvalSummary | undefined }) {
           <div>
             <dt>Model · suite</dt>
             <dd>{`${view.model ?? '?'} · ${view.suite ?? '?'}`}</dd>
+          </div>
+          <div>
+            <dt>Dataset · solver</dt>
+            <dd data-testid="eval-dataset">{view.dataset_id ? `${view.dataset_id.slice(0, 12)} · ${view.solver ?? '?'}` : 'synthetic (made-up cases)'}</dd>
           </div>
           <div>
             <dt>Score so far</dt>

@@ -91,6 +91,10 @@ describe('the run page model', () => {
       ['case-10', 'running'],
     ]);
     expect(view).toMatchObject({ total: 3, done: 2, score: 0.4, reviewers: ['alice'] });
+    expect(view?.dataset_id).toBeUndefined();
+    // A real eval names its dataset and solver; the page compares it only with evals of the same dataset.
+    const real = evalSummary({ status: 'awaiting_review', model: 'm', suite: 'qa', dataset_id: 'f'.repeat(64), solver: 'generate', cases: {} });
+    expect(real).toMatchObject({ dataset_id: 'f'.repeat(64), solver: 'generate', total: 0, done: 0 });
     expect(evalSummary({ status: 'running', goal: 'not an eval' })).toBeUndefined();
   });
 

@@ -187,6 +187,9 @@ export interface CaseCell {
 export interface EvalSummary {
   model?: string;
   suite?: string;
+  /** A real eval's dataset (content hash) and solver; absent for a synthetic eval. */
+  dataset_id?: string;
+  solver?: string;
   total: number;
   done: number;
   counts: { ok: number; failed: number; ungraded: number };
@@ -211,6 +214,8 @@ export function evalSummary(state: RunStateView | undefined): EvalSummary | unde
   return {
     model: state.model || undefined,
     suite: state.suite || undefined,
+    ...(state.dataset_id ? { dataset_id: state.dataset_id } : {}),
+    ...(state.solver ? { solver: state.solver } : {}),
     total: state.total ?? cases.length,
     done: state.done ?? cases.filter((c) => c.status === 'ok' || c.status === 'failed' || c.status === 'ungraded').length,
     counts: { ok: state.counts?.ok ?? 0, failed: state.counts?.failed ?? 0, ungraded: state.counts?.ungraded ?? 0 },

@@ -1,6 +1,6 @@
 import type { RunEvent, SnapshotList } from '@agentrun/contracts';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, call, errorText, getJson, runPath } from './api';
+import { ApiError, errorText, getJson, runPath, saveDownload } from './api';
 import { useCommand } from './controls';
 import { runHref } from './router';
 import { mergeSnapshots, type SnapshotRow } from './run-view';
@@ -42,16 +42,9 @@ export function Snapshots({ runId, events }: { runId: string; events: RunEvent[]
   const save = async (row: SnapshotRow) => {
     setDownload(undefined);
     try {
-      const res = await call('GET', runPath(runId, `/snapshots/${encodeURIComponent(row.snapshot_id)}/archive`), undefined, { accept: 'application/gzip' });
-      const url = URL.createObjectURL(await res.blob());
-      const a = document.createElement('a');
-      a.href = url;
-      a.download = `${runId}-${row.snapshot_id}.tar.gz`;
-      document.body.append(a);
-      a.click();
-      a.remove();
-      window.setTimeout(() => URL.revokeObjectURL(url), 10_000);
-      setDownload({ ok: true, text: `Downloaded ${a.download}` });
+      const fileName = `${runId}-${row.snapshot_id}.tar.gz`;
+      await saveDownload(runPath(runId, `/snapshots/${encodeURIComponent(row.snapshot_id)}/archive`), fileName, 'application/gzip');
+      setDownload({ ok: true, text: `Downloaded ${fileName}` });
     } catch (err) {
       setDownload(err instanceof ApiError ? { ok: false, text: err.detail, title: err.title, status: err.status } : { ok: false, text: String(err) });
     }

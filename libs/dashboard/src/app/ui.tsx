@@ -1,4 +1,5 @@
 import type { ComponentChildren } from 'preact';
+import { ApiError } from './api';
 import { followLink } from './router';
 
 export function StatusBadge({ status }: { status: string | undefined }) {
@@ -20,6 +21,11 @@ export function Link({ href, children, ...rest }: { href: string; children: Comp
 
 /** What a control's last use came to: a success is announced politely, an error at once. */
 export type Outcome = { ok: true; text: string; link?: { href: string; label: string } } | { ok: false; text: string; title?: string; status?: number };
+
+/** A failed request as an outcome: the gateway's problem (status, title, detail) when it answered with one. */
+export function failureOf(err: unknown): Outcome {
+  return err instanceof ApiError ? { ok: false, text: err.detail, title: err.title, status: err.status } : { ok: false, text: err instanceof Error ? err.message : String(err) };
+}
 
 export function OutcomeLine({ outcome, testId }: { outcome: Outcome | undefined; testId: string }) {
   // Two regions that stay in the page, so the one that fills in is announced: politely, or at once.
