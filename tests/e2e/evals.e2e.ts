@@ -169,17 +169,22 @@ describe('Real evaluations', () => {
   });
 
   it('refuses bad datasets, solvers and scorers with a 4xx that says what is wrong', async () => {
-    const bad = async (body: Record<string, unknown>) => {
+    const refused = async (body: Record<string, unknown>, status: number) => {
       const res = await startEval({ model: 'scripted', ...body });
-      expect(res.status).toBe(400);
+      expect(res.status).toBe(status);
       return String(res.body.detail);
     };
-    expect(await bad({ dataset: { name: 'qa' }, scorers: ['exact', 'telepathy'] })).toMatch(/unknown scorer 'telepathy'.*exact.*includes/);
-    expect(await bad({ dataset: { name: 'qa' }, solver: 'oracle' })).toMatch(/unknown solver 'oracle'.*generate/);
-    expect(await bad({ dataset: { name: 'no-such-suite' } })).toMatch(/unknown dataset 'no-such-suite'/);
-    expect(await bad({ dataset: { cases: [{ id: 'x', input: 'hi' }] } })).toMatch(/cases\[0\].*target/);
-    expect(await bad({ dataset: { name: 'qa' }, model_endpoint: 'nowhere' })).toMatch(/unknown model endpoint 'nowhere'/);
-    expect(await bad({ dataset: { name: 'qa' }, case_ids: ['not-a-case'] })).toMatch(/no case 'not-a-case'/);
+    // The request's shape (the documented schema): 400, listing what would do.
+    expect(await refused({ dataset: { name: 'qa' }, scorers: ['exact', 'telepathy'] }, 400)).toBe('scorers.1 must be one of exact, includes, regex, numeric, choice, json, files, model_graded');
+    expect(await refused({ dataset: { name: 'qa' }, solver: 'oracle' }, 400)).toBe('solver must be one of generate, agent, synthetic');
+    expect(await refused({ dataset: { cases: [{ id: 'x', input: 'hi' }] } }, 400)).toBe("dataset.cases.0 must have required property 'target'");
+    expect(await refused({ suite: 's', cases: 2, scorers: ['exact'] }, 400)).toMatch(/must have property dataset when property scorers is present/);
+    // Well formed, but not something this org can evaluate: no such dataset (404), or cases, options or an endpoint that do not fit (422).
+    expect(await refused({ dataset: { name: 'no-such-suite' } }, 404)).toMatch(/unknown dataset 'no-such-suite'/);
+    expect(await refused({ dataset: { name: 'qa' }, model_endpoint: 'nowhere' }, 422)).toBe("unknown model endpoint 'nowhere': the workers have default");
+    expect(await refused({ dataset: { name: 'qa' }, case_ids: ['not-a-case'] }, 422)).toBe("dataset 'qa' has no case 'not-a-case'");
+    expect(await refused({ dataset: { name: 'qa' }, scorers: [{ name: 'regex', pattern: '(' }] }, 422)).toMatch(/regex.*not a regular expression/);
+    expect(await refused({ dataset: { cases: [{ id: 'a', input: 'x', target: 'y' }, { id: 'a', input: 'z', target: 'y' }] } }, 422)).toMatch(/'a'/);
 
     const upload = await fetch(`${platform.gatewayUrl}/datasets?name=broken`, {
       method: 'POST',

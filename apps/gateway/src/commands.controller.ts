@@ -28,6 +28,8 @@ const STATUS_FOR_REASON: Record<RejectionReason, number> = {
   internal_error: 500,
   unknown_snapshot: 404,
   snapshot_unusable: 409,
+  unknown_dataset: 404,
+  invalid_eval: 422,
 };
 
 

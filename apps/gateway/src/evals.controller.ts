@@ -1,6 +1,6 @@
 import { Controller, Get, HttpCode, Inject, Param, Post, Query, Req, Res, UseGuards } from '@nestjs/common';
-import { ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { CASE_ERROR_TYPES, CASE_STATUSES } from '@agentrun/contracts';
+import { ApiBody, ApiConsumes, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { CASE_ERROR_TYPES, CASE_STATUSES, RUN_ID_PATTERN } from '@agentrun/contracts';
 import { DatasetCatalog } from '@agentrun/commands';
 import { compareCases, DatasetError, listSuites, parseDatasetLines, type EvalCase } from '@agentrun/evals';
 import { EvalStore, ReadModel, type StoredDataset } from '@agentrun/persistence';
@@ -63,6 +63,8 @@ export class EvalsController {
   @HttpCode(201)
   @ApiOperation({ summary: 'Upload a dataset: JSONL, one case per line, streamed (up to 50 MB)' })
   @ApiQuery({ name: 'name', required: true, description: 'the name evals use for it; uploading new cases under a name makes the newest version', schema: { type: 'string', pattern: DATASET_NAME_RE.source } })
+  @ApiConsumes(...JSONL_TYPES)
+  @ApiBody({ description: 'one case per line: {"id", "input", "target", "metadata"?, "files"?}; a line that is not a case is a 400 naming it', schema: { type: 'string' } })
   @ApiJson(201, 'the stored dataset: its content hash (`id`), name and size', { $ref: '#/components/schemas/Dataset' })
   @ApiProblems(400, 413, 415)
   async upload(@CurrentOrg() org: string, @Query('name') name: string | undefined, @Req() req: Request): Promise<StoredDataset> {
@@ -142,7 +144,7 @@ export class EvalsController {
   @Get('runs/:id/compare')
   @ApiOperation({ summary: 'Compare an eval with another over the same dataset: each case improved, regressed, unchanged, added or removed, and the mean difference with a bootstrap 95% interval' })
   @ApiRunIdParam()
-  @ApiQuery({ name: 'with', required: true, description: 'the baseline eval run', schema: { type: 'string' } })
+  @ApiQuery({ name: 'with', required: true, description: 'the baseline eval run', schema: { type: 'string', pattern: RUN_ID_PATTERN } })
   @ApiJson(200, 'the comparison', { $ref: '#/components/schemas/EvalComparison' })
   @ApiProblems(400, 404, 409)
   async compare(@CurrentOrg() org: string, @Param('id') id: string, @Query('with') other: string | undefined): Promise<unknown> {

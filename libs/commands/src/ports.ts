@@ -99,10 +99,16 @@ export interface ResolvedDataset {
   scorers?: NamedSpec[];
 }
 
+/** A dataset the org does not have, or inline cases a schema could not refuse (ids used twice, sizes). */
+export interface DatasetRefusal {
+  reason: 'unknown_dataset' | 'invalid_eval';
+  message: string;
+}
+
 /** Where eval datasets are found: shipped suites, stored datasets, and inline cases (stored on the way). */
 export interface DatasetCatalogPort {
   /** The dataset, or why it cannot be used (said to the sender as it is). */
-  resolve(org: string, dataset: NonNullable<EvalStartPayload['dataset']>): Promise<ResolvedDataset | string>;
+  resolve(org: string, dataset: NonNullable<EvalStartPayload['dataset']>): Promise<ResolvedDataset | DatasetRefusal>;
   /** The model endpoints the workers are configured with. */
   readonly modelEndpoints: readonly string[];
 }

@@ -23,6 +23,12 @@ function withoutAdditions(current: unknown, v1: unknown, path = '$'): { pruned: 
   const added: { path: string; required: boolean }[] = [];
   const pruned: Record<string, unknown> = {};
   for (const [key, value] of Object.entries(cur)) {
+    // A new value of a closed set (a rejection reason) is an addition too; v1's values must all still be there.
+    if (key === 'enum' && Array.isArray(value) && Array.isArray(old.enum)) {
+      pruned[key] = value.filter((v) => (old.enum as unknown[]).includes(v));
+      for (const v of value.filter((v) => !(old.enum as unknown[]).includes(v))) added.push({ path: `${path}.enum(${String(v)})`, required: false });
+      continue;
+    }
     if (key === 'properties' && value && typeof value === 'object' && old.properties && typeof old.properties === 'object') {
       const props: Record<string, unknown> = {};
       for (const [name, schema] of Object.entries(value as Record<string, unknown>)) {
@@ -51,7 +57,8 @@ function withoutAdditions(current: unknown, v1: unknown, path = '$'): { pruned: 
  * `case_ids` and `cases`. For the structural comparison it takes v1's `required` and case rule back.
  */
 function withV1CaseRule(current: Record<string, unknown>, v1: Record<string, unknown>): Record<string, unknown> {
-  const rest = Object.fromEntries(Object.entries(current).filter(([key]) => !['anyOf', 'not', 'required'].includes(key)));
+  // `allOf` and `dependencies` constrain only the new fields (solver, scorers, dataset) against each other.
+  const rest = Object.fromEntries(Object.entries(current).filter(([key]) => !['anyOf', 'not', 'required', 'allOf', 'dependencies'].includes(key)));
   return { ...rest, required: v1.required, oneOf: v1.oneOf };
 }
 

@@ -58,14 +58,58 @@ const AGENT_START_SCHEMA = Type.Object(
 );
 export type AgentStartPayload = Static<typeof AGENT_START_SCHEMA>;
 
+export const EVAL_SOLVER_NAMES = ['generate', 'agent', 'synthetic'] as const;
+export const EVAL_SCORER_NAMES = ['exact', 'includes', 'regex', 'numeric', 'choice', 'json', 'files', 'model_graded'] as const;
+
+/** One case of an eval dataset, as its shape goes; the evals library checks what a schema cannot (ids unique, sizes). */
+export const EVAL_CASE_SCHEMA = Type.Object(
+  {
+    id: Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._-]{0,62}$' }),
+    input: Type.Union([
+      Type.String({ minLength: 1 }),
+      Type.Array(Type.Object({ role: StringEnum(['system', 'user', 'assistant'] as const), content: Type.String() }, { additionalProperties: false }), { minItems: 1, maxItems: 100 }),
+    ]),
+    target: Type.Union([Type.String(), Type.Array(Type.String({ minLength: 1 }), { minItems: 1, maxItems: 50 })]),
+    metadata: Type.Optional(AnyObject()),
+    files: Type.Optional(Type.Record(Type.String(), Type.String())),
+  },
+  { additionalProperties: false },
+);
+
 /** The cases of an eval: inline, an uploaded dataset by name or content hash, or a suite shipped in the repository. */
 export const EVAL_DATASET_SCHEMA = Type.Union([
-  Type.Object({ cases: Type.Array(AnyObject(), { minItems: 1, maxItems: 500 }), name: Type.Optional(Name()) }, { additionalProperties: false }),
+  Type.Object({ cases: Type.Array(EVAL_CASE_SCHEMA, { minItems: 1, maxItems: 500 }), name: Type.Optional(Name()) }, { additionalProperties: false }),
   Type.Object({ name: Name() }, { additionalProperties: false }),
   Type.Object({ id: Type.String({ pattern: '^[0-9a-f]{64}$' }) }, { additionalProperties: false }),
 ]);
-/** A solver or scorer by name, or by name with its options (checked by the evals library, which knows each one's options). */
-const NamedSpec = () => Type.Union([Name(), Type.Object({ name: Name() }, { additionalProperties: true })]);
+
+const Text = (maxLength: number) => Type.String({ maxLength });
+const Solver = <N extends string, P extends Parameters<typeof Type.Object>[0]>(name: N, options: P) =>
+  Type.Object({ name: Type.Literal(name), ...options }, { additionalProperties: false });
+/** A solver by name, or by name with its options. */
+export const EVAL_SOLVER_SCHEMA = Type.Union([
+  StringEnum(EVAL_SOLVER_NAMES),
+  Solver('generate', { system_prompt: Type.Optional(Text(65_536)), temperature: Type.Optional(Type.Number({ minimum: 0, maximum: 2 })), max_tokens: Type.Optional(Type.Integer({ minimum: 1, maximum: 32_768 })) }),
+  Solver('agent', { max_steps: Type.Optional(Type.Integer({ minimum: 1, maximum: 200 })), policy: Type.Optional(StringEnum(AGENT_POLICIES)) }),
+  Solver('synthetic', { fail_fraction: Type.Optional(Type.Number({ minimum: 0, maximum: 1 })) }),
+]);
+const FILE_CHECK_SCHEMA = Type.Object(
+  { path: Type.String({ minLength: 1, maxLength: 1_024 }), exists: Type.Optional(Type.Boolean()), contains: Type.Optional(Text(65_536)), matches: Type.Optional(Text(4_096)) },
+  { additionalProperties: false },
+);
+/** A scorer by name, or by name with its options (`regex` needs its `pattern`). */
+export const EVAL_SCORER_SCHEMA = Type.Union([
+  StringEnum(EVAL_SCORER_NAMES),
+  Solver('exact', {}),
+  Solver('includes', {}),
+  Solver('choice', {}),
+  Solver('regex', { pattern: Type.String({ minLength: 1, maxLength: 4_096 }), flags: Type.Optional(Type.String({ pattern: '^[imsuv]*$', maxLength: 5 })) }),
+  Solver('numeric', { tolerance: Type.Optional(Type.Number({ minimum: 0 })) }),
+  Solver('json', { schema: Type.Optional(AnyObject()) }),
+  Solver('files', { checks: Type.Optional(Type.Array(FILE_CHECK_SCHEMA, { minItems: 1, maxItems: 200 })) }),
+  Solver('model_graded', { rubric: Type.Optional(Text(65_536)), model: Type.Optional(Name()), endpoint: Type.Optional(Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$' })) }),
+]);
+const SYNTHETIC = { anyOf: [{ const: 'synthetic' }, { type: 'object', required: ['name'], properties: { name: { const: 'synthetic' } } }] };
 
 const EVAL_START_SCHEMA = Type.Object(
   {
@@ -81,15 +125,25 @@ const EVAL_START_SCHEMA = Type.Object(
     reviewers: Type.Optional(Type.Array(Name(), { maxItems: 50 })),
     dataset: Type.Optional(EVAL_DATASET_SCHEMA),
     /** `generate`, `agent` or `synthetic` (the default without a dataset), or `{"name": ..., ...options}`. */
-    solver: Type.Optional(NamedSpec()),
-    scorers: Type.Optional(Type.Array(NamedSpec(), { minItems: 1, maxItems: 10 })),
+    solver: Type.Optional(EVAL_SOLVER_SCHEMA),
+    scorers: Type.Optional(Type.Array(EVAL_SCORER_SCHEMA, { minItems: 1, maxItems: 10 })),
     /** The `agent` solver: each case's run captures this series (its final snapshot is always taken: the scorers read it). */
     snapshots: Type.Optional(SNAPSHOT_SETTINGS_SCHEMA),
     /** A model endpoint the workers are configured with (`AGENTRUN_MODEL_ENDPOINTS`); absent: `default`. */
     model_endpoint: Type.Optional(Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$' })),
   },
-  // Cases by a list of ids, a count, or a dataset (ids and a count are two answers to one question).
-  { additionalProperties: false, anyOf: [{ required: ['case_ids'] }, { required: ['cases'] }, { required: ['dataset'] }], not: { required: ['case_ids', 'cases'] } },
+  {
+    additionalProperties: false,
+    // Cases by a list of ids or a count (synthetic: with a suite label), or a dataset; ids and a count are two answers to one question.
+    anyOf: [{ required: ['case_ids', 'suite'] }, { required: ['cases', 'suite'] }, { required: ['dataset'] }],
+    not: { required: ['case_ids', 'cases'] },
+    // Scorers score a dataset's cases; only the synthetic solver runs without one, and never with one.
+    dependencies: { scorers: ['dataset'] },
+    allOf: [
+      { if: { required: ['solver'], properties: { solver: { not: SYNTHETIC } } }, then: { required: ['dataset'] } },
+      { if: { required: ['dataset'] }, then: { properties: { solver: { not: SYNTHETIC } } } },
+    ],
+  },
 );
 export type EvalStartPayload = Static<typeof EVAL_START_SCHEMA>;
 

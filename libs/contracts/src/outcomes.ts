@@ -20,6 +20,10 @@ export const REJECTION_REASONS = [
   'internal_error',
   'unknown_snapshot',
   'snapshot_unusable',
+  /** An eval names a dataset the org does not have. */
+  'unknown_dataset',
+  /** An eval that is well formed but cannot run: its cases, scorers or endpoint do not fit (the message says which). */
+  'invalid_eval',
 ] as const;
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
 

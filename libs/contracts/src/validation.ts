@@ -36,9 +36,7 @@ function eventPayloadCheck(type: RunEventType): ValidateFunction {
 /** Ajv's errors as one sentence a person can act on, e.g. `payload.goal must NOT have more than 500 characters`. */
 export function describeErrors(errors: ErrorObject[] | null | undefined, root = ''): string {
   if (!errors?.length) return 'invalid';
-  return errors
-    .filter((e) => e.keyword !== 'if')
-    .map((e) => {
+  const sentences = pickErrors(errors).map((e) => {
       // The root itself is named without a trailing dot: `payload: unknown field 'x'`.
       const at = `${root}${e.instancePath.replace(/^\//, '').replace(/\//g, '.')}`.replace(/\.$/, '');
       if (e.keyword === 'additionalProperties') {
@@ -48,8 +46,28 @@ export function describeErrors(errors: ErrorObject[] | null | undefined, root = 
         return `${at || 'value'} must be one of ${(e.params as { allowedValues: unknown[] }).allowedValues.join(', ')}`;
       }
       return `${at || 'value'} ${e.message ?? 'is invalid'}`;
-    })
-    .join('; ');
+    });
+  return [...new Set(sentences)].join('; ');
+}
+
+/**
+ * The errors worth saying. A value that matches no branch of a union (`anyOf`) gets an error from every
+ * branch; what helps is the branch it nearly matched. So the union's own summary goes; so does every
+ * error of a branch whose `name` (a `const`) picked another branch; a wrong-type error goes when something
+ * more specific is said about the value; and errors about the value itself go when a branch got further
+ * into it (an error deeper inside).
+ */
+function pickErrors(errors: ErrorObject[]): ErrorObject[] {
+  const kept = errors.filter((e) => e.keyword !== 'if');
+  const unions = new Set(kept.filter((e) => e.keyword === 'anyOf' || e.keyword === 'oneOf').map((e) => e.instancePath));
+  if (unions.size === 0) return kept;
+  const branchOf = (e: ErrorObject) => /^(.*\/(?:anyOf|oneOf)\/\d+)\//.exec(e.schemaPath)?.[1];
+  const otherName = new Set(kept.filter((e) => e.keyword === 'const').map(branchOf));
+  let picked = kept.filter((e) => !['anyOf', 'oneOf', 'const'].includes(e.keyword) && !otherName.has(branchOf(e)));
+  const inside = (e: ErrorObject, o: ErrorObject) => o.instancePath.startsWith(`${e.instancePath}/`);
+  picked = picked.filter((e) => e.keyword !== 'type' || !picked.some((o) => o.keyword !== 'type' && (o.instancePath === e.instancePath || inside(e, o))));
+  picked = picked.filter((e) => !(unions.has(e.instancePath) && picked.some((o) => inside(e, o))));
+  return picked.length ? picked : kept;
 }
 
 export type CommandReading =

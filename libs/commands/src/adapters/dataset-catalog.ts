@@ -3,7 +3,7 @@ import type { EvalStartPayload } from '@agentrun/contracts';
 import { canonicalJsonl, datasetId, DatasetError, listSuites, loadSuite, parseCase, type EvalCase } from '@agentrun/evals';
 import type { EvalStore, StoredDataset } from '@agentrun/persistence';
 import type { NamedSpec } from '@agentrun/workflows';
-import type { DatasetCatalogPort, ResolvedDataset } from '../ports';
+import type { DatasetCatalogPort, DatasetRefusal, ResolvedDataset } from '../ports';
 
 /** Where a stored dataset's cases live in the object store (the eval workers read them from there). */
 export const datasetKey = (org: string, id: string): string => `datasets/${org}/${id}.jsonl`;
@@ -47,7 +47,7 @@ export class DatasetCatalog implements DatasetCatalogPort {
     return this.evals.saveDataset(org, { id, name, origin, case_ids: cases.map((c) => c.id), bytes: text.length });
   }
 
-  async resolve(org: string, dataset: NonNullable<EvalStartPayload['dataset']>): Promise<ResolvedDataset | string> {
+  async resolve(org: string, dataset: NonNullable<EvalStartPayload['dataset']>): Promise<ResolvedDataset | DatasetRefusal> {
     this.shipped ??= shippedSuites();
     if ('cases' in dataset) {
       const cases: EvalCase[] = [];
@@ -60,7 +60,7 @@ export class DatasetCatalog implements DatasetCatalogPort {
           cases.push(c);
         });
       } catch (err) {
-        if (err instanceof DatasetError) return err.message;
+        if (err instanceof DatasetError) return { reason: 'invalid_eval', message: err.message };
         throw err;
       }
       const stored = await this.save(org, dataset.name ?? 'inline', cases, 'inline');
@@ -71,12 +71,12 @@ export class DatasetCatalog implements DatasetCatalogPort {
       if (suite) return suite;
       const stored = await this.evals.findDataset(org, { name: dataset.name });
       if (stored) return { ref: { id: stored.id, name: stored.name, source: 'stored' }, case_ids: stored.case_ids };
-      return `unknown dataset '${dataset.name}': the shipped suites are ${[...this.shipped.byName.keys()].join(', ')}; uploaded datasets are listed by GET /datasets`;
+      return { reason: 'unknown_dataset', message: `unknown dataset '${dataset.name}': the shipped suites are ${[...this.shipped.byName.keys()].join(', ')}; uploaded datasets are listed by GET /datasets` };
     }
     const suite = this.shipped.byId.get(dataset.id);
     if (suite) return suite;
     const stored = await this.evals.findDataset(org, { id: dataset.id });
     if (stored) return { ref: { id: stored.id, name: stored.name, source: 'stored' }, case_ids: stored.case_ids };
-    return `no dataset with id '${dataset.id}' in this org`;
+    return { reason: 'unknown_dataset', message: `no dataset with id '${dataset.id}' in this org` };
   }
 }

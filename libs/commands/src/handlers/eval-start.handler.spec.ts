@@ -62,7 +62,7 @@ describe('eval.start over a dataset', () => {
   const catalog: DatasetCatalogPort = {
     modelEndpoints: ['default', 'judge'],
     async resolve(_org, dataset) {
-      return 'name' in dataset && dataset.name === 'qa' ? qa : `unknown dataset '${JSON.stringify(dataset)}'`;
+      return 'name' in dataset && dataset.name === 'qa' ? qa : { reason: 'unknown_dataset', message: `unknown dataset '${JSON.stringify(dataset)}'` };
     },
   };
   const start = (payload: Record<string, unknown>, runId = 'ev-d') => {
@@ -86,11 +86,13 @@ describe('eval.start over a dataset', () => {
     const byCount = start({ dataset: { name: 'qa' }, cases: 2 });
     await byCount.outcome;
     expect(byCount.fakes.runs.started()[0]?.workflow.input).toMatchObject({ case_ids: ['q1', 'q2'] });
-    await expect(start({ dataset: { name: 'qa' }, case_ids: ['q9'] }).outcome).resolves.toMatchObject({ outcome: 'rejected', reason: 'invalid_payload', message: "dataset 'qa' has no case 'q9'" });
+    await expect(start({ dataset: { name: 'qa' }, case_ids: ['q9'] }).outcome).resolves.toMatchObject({ outcome: 'rejected', reason: 'invalid_eval', message: "dataset 'qa' has no case 'q9'" });
   });
 
   it('refuses unknown scorers, solvers, datasets and endpoints, saying what would do', async () => {
     const refusal = async (payload: Record<string, unknown>) => (await start(payload).outcome).message ?? '';
+    await expect(start({ dataset: { name: 'nope' } }).outcome).resolves.toMatchObject({ reason: 'unknown_dataset' });
+    await expect(start({ dataset: { name: 'qa' }, scorers: ['vibes'] }).outcome).resolves.toMatchObject({ reason: 'invalid_eval' });
     expect(await refusal({ dataset: { name: 'qa' }, scorers: ['vibes'] })).toMatch(/unknown scorer 'vibes'.*exact/);
     expect(await refusal({ dataset: { name: 'qa' }, solver: 'oracle' })).toMatch(/unknown solver 'oracle'.*generate/);
     expect(await refusal({ dataset: { name: 'nope' } })).toMatch(/unknown dataset/);

@@ -2,6 +2,7 @@ import {
   DEFAULT_MAX_STEPS,
   RUN_ID_PATTERN,
   type AgentPolicy,
+  type RejectionReason,
   SNAPSHOT_DEFAULTS,
   type AgentStartPayload,
   type EvalStartPayload,
@@ -60,7 +61,7 @@ export interface EvalReuse {
 }
 
 /** What an eval start names beyond the synthetic fields, checked; or why it cannot run. */
-type EvalPlan = { case_ids: string[]; suite: string; spec?: CaseSpec; agent?: AgentCaseTemplate } | { refused: string };
+type EvalPlan = { case_ids: string[]; suite: string; spec?: CaseSpec; agent?: AgentCaseTemplate } | { refused: string; reason?: RejectionReason };
 
 /** Steps an agent case's run may take unless the solver says otherwise. */
 export const DEFAULT_AGENT_CASE_STEPS = 12;
@@ -114,7 +115,7 @@ export class RunStarter {
   async startEval(commandId: string, org: string, runId: string, payload: EvalStartPayload, parentRunId?: string, reuse?: EvalReuse): Promise<CommandDecision> {
     const { lanes } = this.deps;
     const plan: EvalPlan = reuse ? { case_ids: payload.case_ids ?? [], suite: payload.suite ?? reuse.spec.dataset.name, ...reuse } : await this.planEval(org, runId, payload);
-    if ('refused' in plan) return rejected('invalid_payload', plan.refused);
+    if ('refused' in plan) return rejected(plan.reason ?? 'invalid_payload', plan.refused);
     const input: EvalRunInput = {
       org,
       run_id: runId,
@@ -153,34 +154,34 @@ export class RunStarter {
     if (!catalog) return { refused: 'this service takes no datasets' };
     const endpoint = payload.model_endpoint;
     if (endpoint !== undefined && !catalog.modelEndpoints.includes(endpoint)) {
-      return { refused: `unknown model endpoint '${endpoint}': the workers have ${catalog.modelEndpoints.join(', ')}` };
+      return { refused: `unknown model endpoint '${endpoint}': the workers have ${catalog.modelEndpoints.join(', ')}`, reason: 'invalid_eval' };
     }
     const dataset = await catalog.resolve(org, payload.dataset);
-    if (typeof dataset === 'string') return { refused: dataset };
+    if ('reason' in dataset) return { refused: dataset.message, reason: dataset.reason };
     let solver: NamedSpec;
     let scorers: NamedSpec[];
     try {
       solver = normaliseSolver(payload.solver ?? dataset.solver ?? 'generate') as NamedSpec;
       scorers = normaliseScorers(payload.scorers ?? dataset.scorers ?? ['exact']) as NamedSpec[];
     } catch (err) {
-      if (err instanceof EvalSpecError) return { refused: err.message };
+      if (err instanceof EvalSpecError) return { refused: err.message, reason: 'invalid_eval' };
       throw err;
     }
-    if (solver.name === 'synthetic') return { refused: "the 'synthetic' solver makes up its cases: start it without a dataset" };
+    if (solver.name === 'synthetic') return { refused: "the 'synthetic' solver makes up its cases: start it without a dataset", reason: 'invalid_eval' };
     let caseIds = dataset.case_ids;
     if (payload.case_ids) {
       const known = new Set(caseIds);
       const unknown = payload.case_ids.filter((id) => !known.has(id));
-      if (unknown.length) return { refused: `dataset '${dataset.ref.name}' has no case ${unknown.slice(0, 5).map((id) => `'${id}'`).join(', ')}${unknown.length > 5 ? ` (and ${unknown.length - 5} more)` : ''}` };
+      if (unknown.length) return { refused: `dataset '${dataset.ref.name}' has no case ${unknown.slice(0, 5).map((id) => `'${id}'`).join(', ')}${unknown.length > 5 ? ` (and ${unknown.length - 5} more)` : ''}`, reason: 'invalid_eval' };
       caseIds = payload.case_ids;
     } else if (payload.cases) caseIds = caseIds.slice(0, payload.cases);
-    if (caseIds.length > MAX_EVAL_CASES) return { refused: `dataset '${dataset.ref.name}' has ${caseIds.length} cases; an eval takes at most ${MAX_EVAL_CASES}: give case_ids or cases` };
+    if (caseIds.length > MAX_EVAL_CASES) return { refused: `dataset '${dataset.ref.name}' has ${caseIds.length} cases; an eval takes at most ${MAX_EVAL_CASES}: give case_ids or cases`, reason: 'invalid_eval' };
     const spec: CaseSpec = { dataset: dataset.ref, solver, scorers, model: payload.model, ...(endpoint ? { model_endpoint: endpoint } : {}) };
     if (solver.name !== 'agent') return { case_ids: caseIds, suite: payload.suite ?? dataset.ref.name, spec };
-    if (endpoint !== undefined && endpoint !== 'default') return { refused: `the 'agent' solver's runs ask the orchestrator's model endpoint; model_endpoint '${endpoint}' applies to 'generate' only` };
+    if (endpoint !== undefined && endpoint !== 'default') return { refused: `the 'agent' solver's runs ask the orchestrator's model endpoint; model_endpoint '${endpoint}' applies to 'generate' only`, reason: 'invalid_eval' };
     // Each case's agent is a run of its own: `{eval run id}.{case id}`, which must be a valid run id.
     const tooLong = caseIds.find((id) => !runIdRe.test(`${runId}.${id}`));
-    if (tooLong !== undefined) return { refused: `the agent run of case '${tooLong}' would be '${runId}.${tooLong}', longer than a run id may be: use a shorter eval run id` };
+    if (tooLong !== undefined) return { refused: `the agent run of case '${tooLong}' would be '${runId}.${tooLong}', longer than a run id may be: use a shorter eval run id`, reason: 'invalid_eval' };
     return { case_ids: caseIds, suite: payload.suite ?? dataset.ref.name, spec, agent: this.agentCaseTemplate(payload, solver) };
   }
 
