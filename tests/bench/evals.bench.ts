@@ -33,7 +33,7 @@ interface BenchCase {
 }
 
 /** N cases the local model server answers right: `[answer: n]` is answered with exactly n. */
-export function benchCases(n: number): BenchCase[] {
+function benchCases(n: number): BenchCase[] {
   return Array.from({ length: n }, (_, i) => ({ id: `case-${String(i + 1).padStart(4, '0')}`, input: `Benchmark case ${i + 1}. [answer: ${i + 1}]`, target: String(i + 1) }));
 }
 
