@@ -183,14 +183,14 @@ async function breakdown(client: Client, platform: Platform, round: PlatformRoun
   const firstCase = Math.min(...cases.map((a) => a.scheduled));
   const lastCase = Math.max(...cases.map((a) => a.completed ?? 0));
 
-  const wfTasks: { scheduled: number; started?: number; completed?: number }[] = [];
-  const byId = new Map<string, (typeof wfTasks)[number]>();
+  // The workflow's turns: each task's start -> completed, by its started event.
+  const taskStarts = new Map<string, number>();
+  const taskTurns: number[] = [];
   for (const e of events) {
-    if (e.workflowTaskScheduledEventAttributes) byId.set(idOf(e.eventId), wfTasks[wfTasks.push({ scheduled: msOf(e) }) - 1]);
-    if (e.workflowTaskStartedEventAttributes) byId.get(idOf(e.workflowTaskStartedEventAttributes.scheduledEventId))!.started = msOf(e);
-    if (e.workflowTaskCompletedEventAttributes) byId.get(idOf(e.workflowTaskCompletedEventAttributes.scheduledEventId))!.completed = msOf(e);
+    if (e.workflowTaskStartedEventAttributes) taskStarts.set(idOf(e.eventId), msOf(e));
+    const completed = e.workflowTaskCompletedEventAttributes;
+    if (completed) taskTurns.push(msOf(e) - taskStarts.get(idOf(completed.startedEventId))!);
   }
-  const done = wfTasks.filter((t) => t.started !== undefined && t.completed !== undefined);
   const inCase = round.durations;
   // The ledger row's created_at is when its INSERT ran: the split of the activity around the case's own work.
   const recorded = new Map(
@@ -213,7 +213,8 @@ async function breakdown(client: Client, platform: Platform, round: PlatformRoun
     `  per case, p50: schedule-to-start ${p50(scheduleToStart)}, start-to-close ${p50(startToClose)}: the case's own solve+score ${p50(inCase)},`,
     `    the rest of the activity up to its ledger INSERT ${p50(beforeSolve)}, the INSERT's start -> completion in the history ${p50(afterRecord)} (${split.length} cases split);`,
     `    completed -> the slot's next case scheduled ${p50(turnaround)}; a slot's cycle ~${cycle.toFixed(0)} ms -> ${PARALLELISM} slots ~${((PARALLELISM * 1000) / cycle).toFixed(1)} cases/s`,
-    `  workflow tasks: ${done.length}, p50 schedule-to-start ${p50(done.map((t) => t.started! - t.scheduled))}, start-to-complete ${p50(done.map((t) => t.completed! - t.started!))}`,
+    // Not their schedule-to-start: a task scheduled while another is running is written with its start, so the history shows 0.
+    `  workflow tasks: ${taskTurns.length}, p50 start-to-complete ${p50(taskTurns)} (the workflow's turn after a batch of completions)`,
     `  publishRunEvents activities: ${publishes.length}, p50 scheduled -> completed ${p50(publishes.filter((a) => a.completed).map((a) => a.completed! - a.scheduled))}, ` +
       `inputs ${(sum(publishes.map((a) => a.inputBytes)) / 1024 / 1024).toFixed(1)} MiB in all (every event carries the run's state with every case's view)`,
   ];
