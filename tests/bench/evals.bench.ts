@@ -216,7 +216,8 @@ async function breakdown(client: Client, platform: Platform, round: PlatformRoun
     // Not their schedule-to-start: a task scheduled while another is running is written with its start, so the history shows 0.
     `  workflow tasks: ${taskTurns.length}, p50 start-to-complete ${p50(taskTurns)} (the workflow's turn after a batch of completions)`,
     `  publishRunEvents activities: ${publishes.length}, p50 scheduled -> completed ${p50(publishes.filter((a) => a.completed).map((a) => a.completed! - a.scheduled))}, ` +
-      `inputs ${(sum(publishes.map((a) => a.inputBytes)) / 1024 / 1024).toFixed(1)} MiB in all (every event carries the run's state with every case's view)`,
+      `inputs ${(sum(publishes.map((a) => a.inputBytes)) / 1024 / 1024).toFixed(1)} MiB in all, the largest ${(Math.max(...publishes.map((a) => a.inputBytes)) / 1024).toFixed(0)} KiB`,
+    `    (every event carries the run's state, with every case's view in it)`,
   ];
 }
 
