@@ -27,13 +27,13 @@ describe('Real evaluations', () => {
   const stateOf = async (runId: string) => (await platform.http('GET', `/runs/${runId}`, { org })).body.state;
   const allResults = async (runId: string, query = ''): Promise<CaseRow[]> => {
     const rows: CaseRow[] = [];
-    let cursor: string | null = null;
+    let after: string | null = null;
     do {
-      const page = await platform.http('GET', `/runs/${runId}/results?limit=7${query}${cursor ? `&cursor=${cursor}` : ''}`, { org });
+      const page = await platform.http('GET', `/runs/${runId}/results?limit=7${query}${after ? `&after=${after}` : ''}`, { org });
       expect(page.status).toBe(200);
       rows.push(...(page.body.cases as CaseRow[]));
-      cursor = page.body.next_cursor;
-    } while (cursor);
+      after = page.body.next_after;
+    } while (after);
     return rows;
   };
   const evalOver = async (body: Record<string, unknown>): Promise<string> => {

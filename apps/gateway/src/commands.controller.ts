@@ -74,7 +74,7 @@ export class CommandsController {
   @ApiIdempotencyKey()
   @ApiCommandBody('eval.start', newRunIdProperty)
   @ACCEPTED
-  @ApiProblems(409, 413, 415, 503)
+  @ApiProblems(404, 409, 413, 415, 422, 503)
   async startEval(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
     const { run_id, ...payload } = asObject(body);
     return this.send(org, key, 'eval.start', newRunId(run_id, 'eval'), payload);

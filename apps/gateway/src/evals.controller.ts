@@ -2,7 +2,7 @@ import { Controller, Get, HttpCode, Inject, Param, Post, Query, Req, Res, UseGua
 import { ApiBody, ApiConsumes, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { CASE_ERROR_TYPES, CASE_STATUSES, RUN_ID_PATTERN } from '@agentrun/contracts';
 import { DatasetCatalog } from '@agentrun/commands';
-import { compareCases, DatasetError, listSuites, parseDatasetLines, type EvalCase } from '@agentrun/evals';
+import { CASE_ID_PATTERN, compareCases, DatasetError, listSuites, parseDatasetLines, type EvalCase } from '@agentrun/evals';
 import { EvalStore, ReadModel, type StoredDataset } from '@agentrun/persistence';
 import type { Request, Response } from 'express';
 import { createInterface } from 'node:readline';
@@ -15,6 +15,7 @@ import { requireRunId } from './runs.controller';
 /** An upload is read as a stream and refused past this many bytes. */
 export const MAX_DATASET_BYTES = 50 * 1024 * 1024;
 const DATASET_NAME_RE = /^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$/;
+const caseIdRe = new RegExp(CASE_ID_PATTERN);
 const JSONL_TYPES = ['application/x-ndjson', 'application/jsonl', 'application/json-lines', 'text/plain'];
 /** Cases a JSONL export reads from Postgres at a time. */
 const EXPORT_PAGE = 200;
@@ -98,7 +99,7 @@ export class EvalsController {
   @ApiQuery({ name: 'status', required: false, schema: { type: 'string', enum: [...CASE_STATUSES] } })
   @ApiQuery({ name: 'error_type', required: false, schema: { type: 'string', enum: [...CASE_ERROR_TYPES] } })
   @ApiQuery({ name: 'scorer', required: false, description: 'only cases this scorer gave less than 1', schema: { type: 'string' } })
-  @ApiQuery({ name: 'cursor', required: false, description: "the previous page's next_cursor", schema: { type: 'string' } })
+  @ApiQuery({ name: 'after', required: false, description: "the previous page's `next_after`: cases are in case-id order", schema: { type: 'string', pattern: CASE_ID_PATTERN } })
   @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 500, default: 50 } })
   @ApiQuery({ name: 'format', required: false, description: '`jsonl` streams every matching case, one per line', schema: { type: 'string', enum: ['json', 'jsonl'] } })
   @ApiJson(200, 'a page of case results', { $ref: '#/components/schemas/CaseResultPage' })
@@ -111,7 +112,7 @@ export class EvalsController {
     @Query('status') status?: string,
     @Query('error_type') errorType?: string,
     @Query('scorer') scorer?: string,
-    @Query('cursor') cursor?: string,
+    @Query('after') afterText?: string,
     @Query('limit') limitText?: string,
     @Query('format') format?: string,
   ): Promise<unknown> {
@@ -120,8 +121,8 @@ export class EvalsController {
     if (errorType !== undefined && !(CASE_ERROR_TYPES as readonly string[]).includes(errorType)) throw new ProblemException(400, 'bad error_type', `error_type must be one of ${CASE_ERROR_TYPES.join(', ')}`);
     if (format !== undefined && format !== 'json' && format !== 'jsonl') throw new ProblemException(400, 'bad format', 'format must be json or jsonl');
     const filters = { ...(status ? { status } : {}), ...(errorType ? { error_type: errorType } : {}), ...(scorer ? { scorer_below_1: scorer } : {}) };
-    let after = cursor === undefined ? undefined : Buffer.from(cursor, 'base64url').toString('utf8');
-    if (after !== undefined && !/^[A-Za-z0-9][A-Za-z0-9._-]{0,199}$/.test(after)) throw new ProblemException(400, 'bad cursor', 'cursor is not one this route issued; start again without it');
+    if (afterText !== undefined && !caseIdRe.test(afterText)) throw new ProblemException(400, 'bad after', `after is a case id (${CASE_ID_PATTERN}), the previous page's next_after`);
+    let after = afterText;
     if (format === 'jsonl') {
       res.status(200);
       res.setHeader('Content-Type', 'application/x-ndjson');
@@ -138,7 +139,7 @@ export class EvalsController {
     const limit = limitText === undefined ? 50 : Number(limitText);
     if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new ProblemException(400, 'bad limit', 'limit must be an integer from 1 to 500');
     const page = await this.evals.caseResults(org, id, filters, after, limit);
-    return { run_id: id, cases: page.cases, next_cursor: page.next ? Buffer.from(page.next).toString('base64url') : null };
+    return { run_id: id, cases: page.cases, next_after: page.next ?? null };
   }
 
   @Get('runs/:id/compare')

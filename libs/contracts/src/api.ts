@@ -129,7 +129,7 @@ export const CASE_RESULT_PAGE_SCHEMA = Type.Object(
   {
     run_id: Type.String({ pattern: RUN_ID_PATTERN }),
     cases: Type.Array(Embedded(CASE_RESULT_ROW_SCHEMA)),
-    next_cursor: Type.Union([Type.String(), Type.Null()], { description: 'pass as `cursor` for the next page; null on the last' }),
+    next_after: Type.Union([Type.String(), Type.Null()], { description: 'pass as `after` for the next page (the last case id of this one); null on the last' }),
   },
   { $id: 'https://agentrun.dev/schemas/case-result-page.v1.json', title: 'CaseResultPage' },
 );

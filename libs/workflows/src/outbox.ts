@@ -5,6 +5,23 @@ import { FOREVER } from './retry-policies';
 
 /** Events go out in batches of at most this many per publish activity. */
 const PUBLISH_BATCH = 100;
+/**
+ * And of at most about this many bytes: an activity's input must stay under Temporal's 2 MiB payload
+ * limit, and an eval's events each carry every case's view, so 100 of a 500-case eval's would not.
+ */
+const PUBLISH_BATCH_BYTES = 1024 * 1024;
+
+/** The first events of the queue that fit one batch; always at least one, however large. */
+function nextBatch(queue: RunEventEnvelope[]): RunEventEnvelope[] {
+  let bytes = 0;
+  let n = 0;
+  while (n < queue.length && n < PUBLISH_BATCH) {
+    bytes += JSON.stringify(queue[n]).length;
+    if (n > 0 && bytes > PUBLISH_BATCH_BYTES) break;
+    n += 1;
+  }
+  return queue.slice(0, n);
+}
 
 /** An event type's own fields, as `emit` takes them: optional only when every field is. */
 export type EmitFields<T extends RunEventType> = object extends RunEventFieldsOf<T> ? [fields?: RunEventFieldsOf<T>] : [fields: RunEventFieldsOf<T>];
@@ -37,7 +54,7 @@ export function openOutbox(options: { org: string; run_id: string; kind: RunKind
     for (;;) {
       await condition(() => queue.length > 0 || closing);
       if (queue.length === 0) return;
-      const batch = queue.slice(0, PUBLISH_BATCH);
+      const batch = nextBatch(queue);
       await publisher.publishRunEvents(batch);
       queue.splice(0, batch.length);
     }

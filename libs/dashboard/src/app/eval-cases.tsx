@@ -20,11 +20,11 @@ const PAGE_SIZE = 50;
 
 interface ResultsPage {
   cases: CaseResultRow[];
-  next_cursor: string | null;
+  next_after: string | null;
 }
 
 /**
- * An eval run's finished cases (GET /runs/{id}/results), filtered and paged by cursor; a row opens the
+ * An eval run's finished cases (GET /runs/{id}/results), filtered and paged by case id; a row opens the
  * case in a drawer. `finished` is how many cases the run has finished: when it moves, the rows shown are
  * asked for again, so a running eval's table fills in.
  */
@@ -59,7 +59,7 @@ export function CaseResults({ runId, finished }: { runId: string; finished: numb
       .then((page) => {
         if (mine !== generation.current) return;
         setRows(page.cases);
-        setCursor(page.next_cursor);
+        setCursor(page.next_after);
         setScorers((known) => scorersSeen(known, page.cases));
         setLoaded(true);
         setError(undefined);
@@ -72,11 +72,11 @@ export function CaseResults({ runId, finished }: { runId: string; finished: numb
     if (!cursor) return;
     const mine = generation.current;
     setLoading(true);
-    getJson<ResultsPage>(resultsPath(runId, filters, { cursor, limit: PAGE_SIZE }))
+    getJson<ResultsPage>(resultsPath(runId, filters, { after: cursor, limit: PAGE_SIZE }))
       .then((page) => {
         if (mine !== generation.current) return;
         setRows((current) => [...current, ...page.cases.filter((c) => !current.some((r) => r.case_id === c.case_id))]);
-        setCursor(page.next_cursor);
+        setCursor(page.next_after);
         setScorers((known) => scorersSeen(known, page.cases));
       })
       .catch((err: unknown) => mine === generation.current && setError(errorText(err)))

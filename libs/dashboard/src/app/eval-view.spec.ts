@@ -52,8 +52,8 @@ const HASH_B = 'b'.repeat(64);
 describe('the eval page model', () => {
   it('asks for results with only the filters set, and the export with the same filters', () => {
     expect(resultsPath('ev-1', NO_FILTERS, { limit: 50 })).toBe('/runs/ev-1/results?limit=50');
-    expect(resultsPath('ev 1', { status: 'failed', scorer: 'exact', error_type: 'agent_error' }, { cursor: 'YQ', limit: 50 })).toBe(
-      '/runs/ev%201/results?status=failed&scorer=exact&error_type=agent_error&cursor=YQ&limit=50',
+    expect(resultsPath('ev 1', { status: 'failed', scorer: 'exact', error_type: 'agent_error' }, { after: 'case-7', limit: 50 })).toBe(
+      '/runs/ev%201/results?status=failed&scorer=exact&error_type=agent_error&after=case-7&limit=50',
     );
     expect(resultsPath('ev-1', { ...NO_FILTERS, scorer: 'includes' }, { format: 'jsonl' })).toBe('/runs/ev-1/results?scorer=includes&format=jsonl');
     expect(resultsPath('ev-1', NO_FILTERS)).toBe('/runs/ev-1/results');

@@ -22,14 +22,14 @@ export function isFiltered(filters: CaseFilters): boolean {
   return Boolean(filters.status || filters.scorer || filters.error_type);
 }
 
-/** GET /runs/{id}/results with the filters set, as a page (cursor, limit) or as the JSONL export. */
-export function resultsPath(runId: string, filters: CaseFilters, page: { cursor?: string | null; limit?: number; format?: 'jsonl' } = {}): string {
+/** GET /runs/{id}/results with the filters set, as a page (after, limit) or as the JSONL export. */
+export function resultsPath(runId: string, filters: CaseFilters, page: { after?: string | null; limit?: number; format?: 'jsonl' } = {}): string {
   const params = new URLSearchParams();
   if (filters.status) params.set('status', filters.status);
   if (filters.scorer) params.set('scorer', filters.scorer);
   if (filters.error_type) params.set('error_type', filters.error_type);
   if (page.format) params.set('format', page.format);
-  if (page.cursor) params.set('cursor', page.cursor);
+  if (page.after) params.set('after', page.after);
   if (page.limit !== undefined) params.set('limit', String(page.limit));
   const query = params.toString();
   return `/runs/${encodeURIComponent(runId)}/results${query ? `?${query}` : ''}`;
