@@ -2,7 +2,7 @@ import { Controller, Get, HttpCode, Inject, Param, Post, Query, Req, Res, UseGua
 import { ApiBody, ApiConsumes, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { CASE_ERROR_TYPES, CASE_STATUSES, RUN_ID_PATTERN } from '@agentrun/contracts';
 import { DatasetCatalog } from '@agentrun/commands';
-import { CASE_ID_PATTERN, compareCases, DatasetError, listSuites, parseDatasetLines, type EvalCase } from '@agentrun/evals';
+import { CASE_ID_PATTERN, SCORER_NAMES, compareCases, DatasetError, listSuites, parseDatasetLines, type EvalCase } from '@agentrun/evals';
 import { EvalStore, ReadModel, type StoredDataset } from '@agentrun/persistence';
 import type { Request, Response } from 'express';
 import { createInterface } from 'node:readline';
@@ -98,12 +98,15 @@ export class EvalsController {
   @ApiRunIdParam()
   @ApiQuery({ name: 'status', required: false, schema: { type: 'string', enum: [...CASE_STATUSES] } })
   @ApiQuery({ name: 'error_type', required: false, schema: { type: 'string', enum: [...CASE_ERROR_TYPES] } })
-  @ApiQuery({ name: 'scorer', required: false, description: 'only cases this scorer gave less than 1', schema: { type: 'string' } })
+  @ApiQuery({ name: 'scorer', required: false, description: 'only cases this scorer gave less than 1', schema: { type: 'string', enum: [...SCORER_NAMES] } })
   @ApiQuery({ name: 'after', required: false, description: "the previous page's `next_after`: cases are in case-id order", schema: { type: 'string', pattern: CASE_ID_PATTERN } })
   @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 500, default: 50 } })
   @ApiQuery({ name: 'format', required: false, description: '`jsonl` streams every matching case, one per line', schema: { type: 'string', enum: ['json', 'jsonl'] } })
-  @ApiJson(200, 'a page of case results', { $ref: '#/components/schemas/CaseResultPage' })
-  @ApiResponse({ status: 200, description: 'with format=jsonl: every case, one JSON object per line', content: { 'application/x-ndjson': { schema: { type: 'string' } } } })
+  @ApiResponse({
+    status: 200,
+    description: 'a page of case results; with format=jsonl every matching case, one JSON object per line',
+    content: { 'application/json': { schema: { $ref: '#/components/schemas/CaseResultPage' } }, 'application/x-ndjson': { schema: { type: 'string' } } },
+  })
   @ApiProblems(400, 404, 409)
   async results(
     @CurrentOrg() org: string,
@@ -119,6 +122,7 @@ export class EvalsController {
     await this.requireEval(org, id);
     if (status !== undefined && !(CASE_STATUSES as readonly string[]).includes(status)) throw new ProblemException(400, 'bad status', `status must be one of ${CASE_STATUSES.join(', ')}`);
     if (errorType !== undefined && !(CASE_ERROR_TYPES as readonly string[]).includes(errorType)) throw new ProblemException(400, 'bad error_type', `error_type must be one of ${CASE_ERROR_TYPES.join(', ')}`);
+    if (scorer !== undefined && !(SCORER_NAMES as readonly string[]).includes(scorer)) throw new ProblemException(400, 'bad scorer', `scorer must be one of ${SCORER_NAMES.join(', ')}`);
     if (format !== undefined && format !== 'json' && format !== 'jsonl') throw new ProblemException(400, 'bad format', 'format must be json or jsonl');
     const filters = { ...(status ? { status } : {}), ...(errorType ? { error_type: errorType } : {}), ...(scorer ? { scorer_below_1: scorer } : {}) };
     if (afterText !== undefined && !caseIdRe.test(afterText)) throw new ProblemException(400, 'bad after', `after is a case id (${CASE_ID_PATTERN}), the previous page's next_after`);
