@@ -232,6 +232,13 @@ export function caseDoubles(overrides: Partial<EvalActivities> = {}): EvalActivi
     async runCase(request): Promise<CaseOutcome> {
       return { key: request.key, case_id: request.case_id, ok: true, score: 1, attempt: 1, duplicate: false };
     },
+    // These doubles run the synthetic solver only; an agent-solver eval is tested end to end.
+    async loadAgentCase() {
+      throw ApplicationFailure.nonRetryable('these doubles run no agent cases', 'BadArguments');
+    },
+    async scoreAgentCase() {
+      throw ApplicationFailure.nonRetryable('these doubles run no agent cases', 'BadArguments');
+    },
     ...overrides,
   };
 }
