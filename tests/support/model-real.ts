@@ -6,10 +6,10 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { loadRealModelConfig } from '../../apps/model-server/src/real/config';
+import { REPO_ROOT } from './stack-env';
 import { waitFor } from './wait';
 
-export const REPO_ROOT = resolve(__dirname, '../..');
+export { REPO_ROOT };
 export const REAL_MAIN = resolve(REPO_ROOT, 'apps/model-server/dist/real/main.js');
 export const REAL_MODEL = 'smollm2-135m-instruct';
 
@@ -27,15 +27,19 @@ export interface RealModelProcess {
 }
 
 export async function startRealModel(env: Record<string, string> = {}): Promise<RealModelProcess> {
-  const config = loadRealModelConfig({ ...process.env, ...env });
-  const missing = [REAL_MAIN, config.MODEL_REAL_MODEL_PATH, config.AGENTRUN_LLAMA_DIR].filter((path) => !existsSync(path));
+  // Named here rather than left to the server's defaults, so they are checked before it starts.
+  const paths = {
+    MODEL_REAL_MODEL_PATH: process.env.MODEL_REAL_MODEL_PATH ?? resolve(REPO_ROOT, '.stack/opt/smollm2/SmolLM2-135M-Instruct.Q4_1.gguf'),
+    AGENTRUN_LLAMA_DIR: process.env.AGENTRUN_LLAMA_DIR ?? resolve(REPO_ROOT, '.stack/opt/llama/node_modules/node-llama-cpp'),
+  };
+  const missing = [REAL_MAIN, ...Object.values(paths)].filter((path) => !existsSync(path));
   if (missing.length > 0) {
     throw new Error(`missing ${missing.join(', ')}: run 'bash deploy/local/model-real.sh install' and 'npx tsc -b apps/model-server/tsconfig.json' first`);
   }
   const started = Date.now();
   const child: ChildProcess = spawn(process.execPath, [REAL_MAIN], {
     cwd: REPO_ROOT,
-    env: { ...process.env, MODEL_REAL_PORT: '0', MODEL_REAL_HOST: '127.0.0.1', ...env },
+    env: { ...process.env, ...paths, MODEL_REAL_PORT: '0', MODEL_REAL_HOST: '127.0.0.1', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let output = '';
