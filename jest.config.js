@@ -2,6 +2,7 @@
  * Tiers, split by file name: `*.spec.ts` are unit tests, `tests/workflows/*.workflow.ts` run the workflow
  * code in-process on a Temporal dev server of their own (activities replaced by doubles), `tests/e2e/*.e2e.ts`
  * run against the real stack, and `tests/browser/*.browser.ts` drive the dashboard in Chromium against it.
+ * `tests/model-real/*.spec.ts` run a real small language model on the CPU (no stack; not part of `unit`).
  */
 const swc = [
   '@swc/jest',
@@ -69,6 +70,13 @@ module.exports = {
       testMatch: ['<rootDir>/tests/secure/**/*.secure.ts'],
       setupFilesAfterEnv: ['<rootDir>/tests/support/e2e-setup.ts'],
       slowTestThreshold: 120,
+    },
+    {
+      ...shared,
+      // The real-model server (SmolLM2 on the CPU) as a process of its own; no stack (npm run test:model-real).
+      displayName: 'model-real',
+      testMatch: ['<rootDir>/tests/model-real/**/*.spec.ts'],
+      slowTestThreshold: 60,
     },
     {
       ...shared,

