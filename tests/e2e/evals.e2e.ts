@@ -168,6 +168,21 @@ describe('Real evaluations', () => {
     expect(snapshots.some((s) => s.turn !== undefined)).toBe(true);
   });
 
+  it('cancels an agent-solver eval: its case runs are cancelled with it, and no case is counted that did not finish', async () => {
+    const cases = ['one', 'two'].map((id) => ({ id, input: `Think slowly about ${id}. [scenario:slow] [delay:30000]`, target: '', files: { 'notes.md': `# ${id}\n` }, metadata: { checks: [{ path: 'notes.md' }] } }));
+    const runId = uniqueId('eval-cancel');
+    expect((await startEval({ run_id: runId, model: 'scripted', dataset: { cases }, solver: 'agent', scorers: ['files'] })).status).toBe(202);
+    // Both cases' runs are under way (their model calls wait 30 s), then the eval is cancelled.
+    for (const c of cases) await platform.waitForStatus(org, `${runId}.${c.id}`, 'running');
+    expect((await platform.http('POST', `/runs/${runId}/cancel`, { org, body: {} })).status).toBe(202);
+    await platform.waitForStatus(org, runId, 'cancelled', 60_000);
+    for (const c of cases) await platform.waitForStatus(org, `${runId}.${c.id}`, 'cancelled', 60_000);
+    const state = await stateOf(runId);
+    expect(state.done).toBe(0);
+    expect(Object.values(state.cases).map((c) => (c as { status: string }).status)).toEqual(['pending', 'pending']);
+    expect(await allResults(runId)).toEqual([]);
+  });
+
   it('refuses bad datasets, solvers and scorers with a 4xx that says what is wrong', async () => {
     const refused = async (body: Record<string, unknown>, status: number) => {
       const res = await startEval({ model: 'scripted', ...body });
