@@ -6,6 +6,7 @@
  */
 import { caseText, type ChatTurn, type EvalCase } from './dataset';
 import { compileJsonSchema, EvalSpecError, parseFileChecks, type FileCheck, type ScorerSpec } from './registry';
+import { boundedExec } from './bounded-regex';
 import { choice, exact, includes, json, numeric, regex, ScorerOptionError, type Score, type Target } from './scorers';
 
 /** Reads a file of the agent's workspace as text; undefined when there is no such file. */
@@ -148,7 +149,7 @@ function checkFailure(check: FileCheck, text: string | undefined): string | unde
   if (check.exists === false) return text === undefined ? undefined : `${check.path} exists and must not`;
   if (text === undefined) return `${check.path} is missing`;
   if (check.contains !== undefined && !text.includes(check.contains)) return `${check.path} does not contain '${clip(check.contains, 80)}'`;
-  if (check.matches !== undefined && !new RegExp(check.matches).test(text)) return `${check.path} does not match /${clip(check.matches, 80)}/`;
+  if (check.matches !== undefined && !boundedExec(new RegExp(check.matches), text)) return `${check.path} does not match /${clip(check.matches, 80)}/`;
   return undefined;
 }
 

@@ -42,3 +42,12 @@ describe('scorers', () => {
     expect(json('not json').value).toBe(0);
   });
 });
+
+describe('a pattern that backtracks without bound', () => {
+  it('is stopped at the time limit with an error that says so, and the next match runs as usual', () => {
+    const started = Date.now();
+    expect(() => regex(`${'a'.repeat(40)}b`, '(a+)+$', '')).toThrow(/took longer than 250 ms/);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(regex('the answer is 42', '\\d+', '').value).toBe(1);
+  });
+});

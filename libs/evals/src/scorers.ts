@@ -4,6 +4,11 @@
  * score.ts, which runs an eval's scorers over a case; these need nothing but their arguments.
  */
 
+import { boundedExec } from './bounded-regex';
+import { ScorerOptionError } from './scorer-errors';
+
+export { ScorerOptionError };
+
 /** What one scorer says about one case. */
 export interface Score {
   scorer: string;
@@ -39,7 +44,7 @@ export function regex(output: string, pattern: string, flags = 'i'): Score {
   } catch (err) {
     throw new ScorerOptionError(`regex: '${pattern}' is not a regular expression (${(err as Error).message})`);
   }
-  const m = re.exec(output);
+  const m = boundedExec(re, output);
   return { scorer: 'regex', value: m ? 1 : 0, explanation: m ? `'${clip(m[0])}' matches /${pattern}/${flags}` : `nothing matches /${pattern}/${flags}` };
 }
 
@@ -86,13 +91,6 @@ export function json(output: string, required: string[] = [], check?: (value: un
   return { scorer: 'json', value: 1, explanation: check ? 'valid JSON that matches the schema' : 'valid JSON with every required key' };
 }
 
-/** Options a scorer refuses (a bad pattern, a target that is not a number): the eval's input is wrong, not the case. */
-export class ScorerOptionError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = 'ScorerOptionError';
-  }
-}
 
 function clip(text: string, max = 80): string {
   return text.length > max ? `${text.slice(0, max)}…` : text;
