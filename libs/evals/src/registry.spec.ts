@@ -150,3 +150,13 @@ describe('pairingProblem', () => {
     expect(pairingProblem({ name: 'generate' }, [{ name: 'exact' }])).toBeUndefined();
   });
 });
+
+describe("a JSON Schema's patterns", () => {
+  it('match as usual, and one that backtracks without bound is stopped at the time limit', () => {
+    const check = compileJsonSchema({ type: 'object', properties: { code: { type: 'string', pattern: '^[A-Z]{3}$' } } });
+    expect(check({ code: 'ABC' })).toBeUndefined();
+    expect(check({ code: 'abc' })).toMatch(/pattern/);
+    const runaway = compileJsonSchema({ type: 'string', pattern: '(a+)+$' });
+    expect(() => runaway(`${'a'.repeat(40)}b`)).toThrow(/took longer than 250 ms/);
+  });
+});

@@ -6,6 +6,7 @@
  */
 import Ajv, { type ErrorObject, type ValidateFunction } from 'ajv';
 import addFormats from 'ajv-formats';
+import { boundedExec } from './bounded-regex';
 import { canonicalJson } from './canonical';
 import { workspacePathProblem } from './paths';
 
@@ -253,6 +254,13 @@ export function compileJsonSchema(schema: Record<string, unknown>): JsonSchemaCh
   }
 }
 
+/** Ajv's regular-expression engine, matching through `boundedExec`. */
+function boundedRegExp(pattern: string, flags: string): { test: (text: string) => boolean } {
+  const re = new RegExp(pattern, flags);
+  return { test: (text) => boundedExec(re, text) !== null };
+}
+boundedRegExp.code = 'boundedRegExp';
+
 function schemaCheckOf(schema: Record<string, unknown>): JsonSchemaCheck {
   const key = canonicalJson(schema);
   const known = compiledSchemas.get(key);
@@ -260,7 +268,8 @@ function schemaCheckOf(schema: Record<string, unknown>): JsonSchemaCheck {
   if (key.length > MAX_SCHEMA_CHARS) throw new OptionProblem(`'schema' is longer than ${MAX_SCHEMA_CHARS} characters as JSON`);
   // One Ajv per schema: two unrelated schemas with the same `$id` must not collide in a shared instance.
   // No `loadSchema`, so a remote `$ref` is an error at compile time, never a fetch.
-  const ajv = new Ajv({ allErrors: true, strict: false });
+  // A schema's `pattern`s are a user's regular expressions too: each match runs with the time limit.
+  const ajv = new Ajv({ allErrors: true, strict: false, code: { regExp: boundedRegExp } });
   addFormats(ajv);
   let validate: ValidateFunction;
   try {
