@@ -1,6 +1,6 @@
 import { readFileSync } from 'node:fs';
 import type { Browser, Page } from 'playwright-core';
-import { artifactPath, createToken, launchChromium, openPage, type WatchedPage } from '../support/browser';
+import { artifactPath, createToken, launchChromium, OpenedPages, signIn } from '../support/browser';
 import { Platform, uniqueId } from '../support/platform';
 import { stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
@@ -28,7 +28,7 @@ describe('the eval dashboard in Chromium', () => {
   const org = uniqueId('evals-web');
   let browser: Browser;
   let token: string;
-  const opened: WatchedPage[] = [];
+  const opened = new OpenedPages();
 
   beforeAll(async () => {
     [browser] = await Promise.all([launchChromium(), platform.start()]);
@@ -40,19 +40,12 @@ describe('the eval dashboard in Chromium', () => {
   });
   afterEach(async () => {
     // Nothing the page did threw, and the CSP refused nothing (either would be a console error).
-    const problems = opened.flatMap((o) => o.problems);
-    for (const o of opened.splice(0)) await o.context.close();
-    expect(problems).toEqual([]);
+    expect(await opened.closeAll()).toEqual([]);
   });
 
   const signedIn = async (): Promise<Page> => {
-    const watched = await openPage(browser, platform.gatewayUrl);
-    opened.push(watched);
-    const { page } = watched;
-    await page.goto('/');
-    await page.getByLabel('API token').fill(token);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { level: 1, name: 'Runs' }).waitFor();
+    const { page } = await opened.open(browser, platform.gatewayUrl);
+    await signIn(page, token);
     return page;
   };
 
