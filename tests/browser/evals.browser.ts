@@ -1,16 +1,10 @@
 import { readFileSync } from 'node:fs';
+import type { CaseResultRow } from '@agentrun/contracts';
 import type { Browser, Page } from 'playwright-core';
 import { artifactPath, createToken, launchChromium, OpenedPages, signIn } from '../support/browser';
 import { Platform, uniqueId } from '../support/platform';
 import { stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
-
-interface CaseRow {
-  case_id: string;
-  status: string;
-  score: number | null;
-  result: { output: string | null; scores: { scorer: string; value: number; explanation: string }[] } | null;
-}
 
 const untilStatus = (page: Page, status: string, timeout = 120_000) => page.locator(`.run-header .badge[data-status="${status}"]`).waitFor({ timeout });
 const caseIds = (page: Page): Promise<(string | null)[]> => page.locator('.cases-table tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-case-id')));
@@ -55,10 +49,10 @@ describe('the eval dashboard in Chromium', () => {
     expect(res.status).toBe(202);
     return runId;
   };
-  const results = async (runId: string): Promise<Record<string, CaseRow>> => {
+  const results = async (runId: string): Promise<Record<string, CaseResultRow>> => {
     const res = await platform.http('GET', `/runs/${runId}/results`, { org });
     expect(res.status).toBe(200);
-    return Object.fromEntries((res.body.cases as CaseRow[]).map((c) => [c.case_id, c]));
+    return Object.fromEntries((res.body.cases as CaseResultRow[]).map((c) => [c.case_id, c]));
   };
 
   it('shows the cases of an eval, filters them, opens one, and compares the eval with another of the same dataset', async () => {
@@ -115,7 +109,7 @@ describe('the eval dashboard in Chromium', () => {
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Export JSONL' }).click()]);
     expect(download.suggestedFilename()).toBe(`${strict}-results.jsonl`);
     const lines = readFileSync(await download.path(), 'utf8')
-      .trim().split('\n').map((l) => JSON.parse(l) as CaseRow);
+      .trim().split('\n').map((l) => JSON.parse(l) as CaseResultRow);
     expect(lines.map((l) => l.case_id)).toEqual(['b']);
 
     // The lenient eval against the strict one: b improved, a unchanged, a mean difference of +0.5.
