@@ -6,22 +6,31 @@ import { ColumnHeads, failureOf, formatTime, OutcomeLine, type Outcome } from '.
 
 const bytesText = (bytes: number): string => (bytes < 1024 ? `${bytes} B` : bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`);
 
-/** The org's uploaded datasets and the shipped suites (GET /datasets), and a form to upload one. */
-export function DatasetsPage() {
+/**
+ * GET /datasets while `wanted`: asked for when it becomes true and again whenever `version` changes (a
+ * page bumps it after an upload). The last list stays while a new one is asked for, or when one fails.
+ */
+export function useDatasetList(wanted: boolean, version = 0): { list: DatasetList | undefined; error: string | undefined } {
   const [list, setList] = useState<DatasetList>();
-  const [loadError, setLoadError] = useState<string>();
-  const [version, setVersion] = useState(0);
-
+  const [error, setError] = useState<string>();
   useEffect(() => {
+    if (!wanted) return;
     const abort = new AbortController();
     getJson<DatasetList>('/datasets', abort.signal)
       .then((body) => {
         setList(body);
-        setLoadError(undefined);
+        setError(undefined);
       })
-      .catch((err: unknown) => !abort.signal.aborted && setLoadError(errorText(err)));
+      .catch((err: unknown) => !abort.signal.aborted && setError(errorText(err)));
     return () => abort.abort();
-  }, [version]);
+  }, [wanted, version]);
+  return { list, error };
+}
+
+/** The org's uploaded datasets and the shipped suites (GET /datasets), and a form to upload one. */
+export function DatasetsPage() {
+  const [version, setVersion] = useState(0);
+  const { list, error: loadError } = useDatasetList(true, version);
 
   return (
     <section aria-labelledby="datasets-title" class="datasets-page">
