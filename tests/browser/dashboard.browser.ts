@@ -3,7 +3,7 @@ import type { RunEventEnvelope, RunStatus } from '@agentrun/contracts';
 import { applyRunEvents, createDataSource } from '@agentrun/persistence';
 import type { Browser, Locator, Page } from 'playwright-core';
 import type { DataSource } from 'typeorm';
-import { artifactPath, createToken, launchChromium, openPage, type WatchedPage } from '../support/browser';
+import { artifactPath, createToken, launchChromium, OpenedPages, signIn, type WatchedPage } from '../support/browser';
 import { Platform, uniqueId } from '../support/platform';
 import { stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
@@ -22,7 +22,7 @@ describe('the dashboard in Chromium', () => {
   let browser: Browser;
   let token: string;
   let otherToken: string;
-  const opened: WatchedPage[] = [];
+  const opened = new OpenedPages();
   let firstRunId = '';
 
   beforeAll(async () => {
@@ -37,24 +37,14 @@ describe('the dashboard in Chromium', () => {
   });
   afterEach(async () => {
     // Nothing the page did threw, and the CSP refused nothing (either would be a console error).
-    const problems = opened.flatMap((o) => o.problems);
-    for (const o of opened.splice(0)) await o.context.close();
-    expect(problems).toEqual([]);
+    expect(await opened.closeAll()).toEqual([]);
   });
 
-  const open = async (): Promise<WatchedPage> => {
-    const watched = await openPage(browser, platform.gatewayUrl);
-    opened.push(watched);
-    return watched;
-  };
+  const open = (): Promise<WatchedPage> => opened.open(browser, platform.gatewayUrl);
 
-  /** A page signed in the way a person would: `/` redirects to the sign-in form, the token becomes the session cookie. */
   const signedIn = async (withToken = token): Promise<Page> => {
     const { page } = await open();
-    await page.goto('/');
-    await page.getByLabel('API token').fill(withToken);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { level: 1, name: 'Runs' }).waitFor();
+    await signIn(page, withToken);
     return page;
   };
 

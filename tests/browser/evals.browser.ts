@@ -1,16 +1,10 @@
 import { readFileSync } from 'node:fs';
+import type { CaseResultRow } from '@agentrun/contracts';
 import type { Browser, Page } from 'playwright-core';
-import { artifactPath, createToken, launchChromium, openPage, type WatchedPage } from '../support/browser';
+import { artifactPath, createToken, launchChromium, OpenedPages, signIn } from '../support/browser';
 import { Platform, uniqueId } from '../support/platform';
 import { stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
-
-interface CaseRow {
-  case_id: string;
-  status: string;
-  score: number | null;
-  result: { output: string | null; scores: { scorer: string; value: number; explanation: string }[] } | null;
-}
 
 const untilStatus = (page: Page, status: string, timeout = 120_000) => page.locator(`.run-header .badge[data-status="${status}"]`).waitFor({ timeout });
 const caseIds = (page: Page): Promise<(string | null)[]> => page.locator('.cases-table tbody tr').evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-case-id')));
@@ -28,7 +22,7 @@ describe('the eval dashboard in Chromium', () => {
   const org = uniqueId('evals-web');
   let browser: Browser;
   let token: string;
-  const opened: WatchedPage[] = [];
+  const opened = new OpenedPages();
 
   beforeAll(async () => {
     [browser] = await Promise.all([launchChromium(), platform.start()]);
@@ -40,19 +34,12 @@ describe('the eval dashboard in Chromium', () => {
   });
   afterEach(async () => {
     // Nothing the page did threw, and the CSP refused nothing (either would be a console error).
-    const problems = opened.flatMap((o) => o.problems);
-    for (const o of opened.splice(0)) await o.context.close();
-    expect(problems).toEqual([]);
+    expect(await opened.closeAll()).toEqual([]);
   });
 
   const signedIn = async (): Promise<Page> => {
-    const watched = await openPage(browser, platform.gatewayUrl);
-    opened.push(watched);
-    const { page } = watched;
-    await page.goto('/');
-    await page.getByLabel('API token').fill(token);
-    await page.getByRole('button', { name: 'Sign in' }).click();
-    await page.getByRole('heading', { level: 1, name: 'Runs' }).waitFor();
+    const { page } = await opened.open(browser, platform.gatewayUrl);
+    await signIn(page, token);
     return page;
   };
 
@@ -62,10 +49,10 @@ describe('the eval dashboard in Chromium', () => {
     expect(res.status).toBe(202);
     return runId;
   };
-  const results = async (runId: string): Promise<Record<string, CaseRow>> => {
+  const results = async (runId: string): Promise<Record<string, CaseResultRow>> => {
     const res = await platform.http('GET', `/runs/${runId}/results`, { org });
     expect(res.status).toBe(200);
-    return Object.fromEntries((res.body.cases as CaseRow[]).map((c) => [c.case_id, c]));
+    return Object.fromEntries((res.body.cases as CaseResultRow[]).map((c) => [c.case_id, c]));
   };
 
   it('shows the cases of an eval, filters them, opens one, and compares the eval with another of the same dataset', async () => {
@@ -122,7 +109,7 @@ describe('the eval dashboard in Chromium', () => {
     const [download] = await Promise.all([page.waitForEvent('download'), page.getByRole('link', { name: 'Export JSONL' }).click()]);
     expect(download.suggestedFilename()).toBe(`${strict}-results.jsonl`);
     const lines = readFileSync(await download.path(), 'utf8')
-      .trim().split('\n').map((l) => JSON.parse(l) as CaseRow);
+      .trim().split('\n').map((l) => JSON.parse(l) as CaseResultRow);
     expect(lines.map((l) => l.case_id)).toEqual(['b']);
 
     // The lenient eval against the strict one: b improved, a unchanged, a mean difference of +0.5.

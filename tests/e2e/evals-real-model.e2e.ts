@@ -1,18 +1,10 @@
 import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { resolve } from 'node:path';
+import type { CaseResultRow } from '@agentrun/contracts';
 import { loadSuite } from '@agentrun/evals';
 import { REAL_MODEL, REPO_ROOT, startRealModel, type RealModelProcess } from '../support/model-real';
 import { Platform, uniqueId } from '../support/platform';
-
-interface CaseRow {
-  case_id: string;
-  status: string;
-  score: number | null;
-  usage: { prompt_tokens: number; completion_tokens: number } | null;
-  duration_ms: number | null;
-  result: { output: string | null; scores: { scorer: string; value: number }[] } | null;
-}
 
 /**
  * A real language model (SmolLM2-135M-Instruct on the CPU) under the platform: the shipped QA suite
@@ -53,7 +45,7 @@ describe('Evals against a real model', () => {
     const state = (await platform.http('GET', `/runs/${runId}`, { org })).body.state;
     // A small model may be wrong, never unanswered: every case is graded.
     expect(state.counts).toEqual({ ok: suite.cases.length, failed: 0, ungraded: 0 });
-    const rows = (await platform.http('GET', `/runs/${runId}/results?limit=500`, { org })).body.cases as CaseRow[];
+    const rows = (await platform.http('GET', `/runs/${runId}/results?limit=500`, { org })).body.cases as CaseResultRow[];
     expect(rows).toHaveLength(suite.cases.length);
     for (const row of rows) {
       expect(row.result?.output).toEqual(expect.any(String));

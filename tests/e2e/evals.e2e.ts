@@ -1,16 +1,7 @@
+import type { CaseResultRow } from '@agentrun/contracts';
 import { datasetId, loadSuite } from '@agentrun/evals';
 import { answeredRight } from '../../apps/model-server/src/eval-rules';
 import { Platform, uniqueId } from '../support/platform';
-
-interface CaseRow {
-  case_id: string;
-  status: string;
-  score: number | null;
-  error_type: string | null;
-  attempts: number | null;
-  usage: { prompt_tokens: number; completion_tokens: number } | null;
-  result: { input: string; target: string[]; output: string | null; scores: { scorer: string; value: number; explanation: string }[]; error?: string } | null;
-}
 
 /**
  * Real evaluations end to end: datasets (shipped, inline, uploaded) solved by real model calls through the
@@ -25,13 +16,13 @@ describe('Real evaluations', () => {
 
   const startEval = (body: Record<string, unknown>) => platform.http('POST', '/evals', { org, body });
   const stateOf = async (runId: string) => (await platform.http('GET', `/runs/${runId}`, { org })).body.state;
-  const allResults = async (runId: string, query = ''): Promise<CaseRow[]> => {
-    const rows: CaseRow[] = [];
+  const allResults = async (runId: string, query = ''): Promise<CaseResultRow[]> => {
+    const rows: CaseResultRow[] = [];
     let after: string | null = null;
     do {
       const page = await platform.http('GET', `/runs/${runId}/results?limit=7${query}${after ? `&after=${after}` : ''}`, { org });
       expect(page.status).toBe(200);
-      rows.push(...(page.body.cases as CaseRow[]));
+      rows.push(...(page.body.cases as CaseResultRow[]));
       after = page.body.next_after;
     } while (after);
     return rows;
@@ -67,7 +58,7 @@ describe('Real evaluations', () => {
     expect(wrong.map((r) => r.case_id).sort()).toEqual(suite.cases.map((c) => c.id).filter((id) => !right.has(id)).sort());
     const res = await fetch(`${platform.gatewayUrl}/runs/${runId}/results?format=jsonl`, { headers: { 'X-Org': org } });
     expect(res.headers.get('content-type')).toContain('application/x-ndjson');
-    const lines = (await res.text()).trim().split('\n').map((l) => JSON.parse(l) as CaseRow);
+    const lines = (await res.text()).trim().split('\n').map((l) => JSON.parse(l) as CaseResultRow);
     expect(lines.map((l) => l.case_id)).toEqual(rows.map((r) => r.case_id));
     // Another org sees no such run.
     expect((await platform.http('GET', `/runs/${runId}/results`, { org: 'other-org' })).status).toBe(404);

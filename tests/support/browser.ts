@@ -38,6 +38,34 @@ export async function openPage(browser: Browser, baseURL: string): Promise<Watch
   return { context, page, problems };
 }
 
+/**
+ * The pages a suite's tests open, each in a fresh context. After each test, `closeAll()` closes them and
+ * returns the problems they saw, so the suite can fail a test whose page threw or logged an error.
+ */
+export class OpenedPages {
+  private readonly pages: WatchedPage[] = [];
+
+  async open(browser: Browser, baseURL: string): Promise<WatchedPage> {
+    const watched = await openPage(browser, baseURL);
+    this.pages.push(watched);
+    return watched;
+  }
+
+  async closeAll(): Promise<string[]> {
+    const problems = this.pages.flatMap((o) => o.problems);
+    for (const o of this.pages.splice(0)) await o.context.close();
+    return problems;
+  }
+}
+
+/** Signs in the way a person would: `/` redirects to the sign-in form, the token becomes the session cookie. */
+export async function signIn(page: Page, token: string): Promise<void> {
+  await page.goto('/');
+  await page.getByLabel('API token').fill(token);
+  await page.getByRole('button', { name: 'Sign in' }).click();
+  await page.getByRole('heading', { level: 1, name: 'Runs' }).waitFor();
+}
+
 /** Where screenshots go: test-artifacts/ (git-ignored), kept after the run. */
 export function artifactPath(name: string): string {
   const dir = join(REPO_ROOT, 'test-artifacts');

@@ -19,7 +19,8 @@ import { TOOL_NAMES, toolFunctionSpec } from '@agentrun/contracts';
 import { choice, exact, includes, loadSuite, type Score, type SuiteCase } from '@agentrun/evals';
 import { applyReply, applyToolResult, planLlm, startConversation } from '@agentrun/workflows';
 import { answeredRight, DONT_KNOW, seededRight, wrongAnswer } from './eval-rules';
-import { MAX_BODY_BYTES, startModelServer, type ModelServer } from './model-server';
+import { MAX_BODY_BYTES } from './http';
+import { startModelServer, type ModelServer } from './model-server';
 
 /** Real HTTP on 127.0.0.1 random ports throughout: the deterministic model server and the real client. */
 

@@ -39,8 +39,8 @@
  * a body over 1 MiB -> 413. The shipped suites are read at start: without them the server does not start.
  */
 import { createHash } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:http';
+import { errorBody, listen, MAX_BODY_BYTES, messageText, methodNotAllowed, readBody, routePath, sendJson } from './http';
 import { agentAnswer, agentCall, answerDirective, generateAnswer, judge, readGrading, shippedCase, shippedCases, type Grading } from './eval-rules';
 
 export const SCENARIOS = [
@@ -75,7 +75,6 @@ export const MODEL_PREFIX = 'scripted';
 export const AGENT_TOOL_RESULTS = 2;
 /** Failed attempts per conversation before `rate_limited` / `server_error` succeed. */
 export const FAILURES_BEFORE_SUCCESS = 2;
-export const MAX_BODY_BYTES = 1024 * 1024;
 export const DEFAULT_DELAY_MS = 2000;
 const MAX_DELAY_MS = 120_000;
 const QUOTE_CHARS = 40;
@@ -107,19 +106,19 @@ export async function startModelServer(options: ModelServerOptions = {}): Promis
 
   const server = createServer((req, res) => {
     res.sendDate = false; // no clock in the replies, headers included
-    const path = (req.url ?? '/').split('?')[0].replace(/\/+$/, '') || '/';
+    const path = routePath(req);
     if (path === '/v1/chat/completions' || path === '/chat/completions') {
       if (req.method !== 'POST') return methodNotAllowed(req, res, 'POST');
       requests++;
       void readBody(req).then((body) => {
         if (body === null) {
-          return sendError(res, 413, `the request body is larger than ${MAX_BODY_BYTES} bytes`, 'invalid_request_error', 'request_too_large');
+          return sendJson(res, 413, errorBody(`the request body is larger than ${MAX_BODY_BYTES} bytes`, 'invalid_request_error', null, 'request_too_large'));
         }
         const reply = respond(body, attempts);
-        if (reply.delayMs === undefined) return send(res, reply.status, reply.body, reply.headers);
+        if (reply.delayMs === undefined) return sendJson(res, reply.status, reply.body, reply.headers);
         const timer = setTimeout(() => {
           pending.delete(timer);
-          send(res, reply.status, reply.body, reply.headers);
+          sendJson(res, reply.status, reply.body, reply.headers);
         }, reply.delayMs);
         pending.add(timer);
         res.on('close', () => {
@@ -131,28 +130,21 @@ export async function startModelServer(options: ModelServerOptions = {}): Promis
     }
     if (path === '/v1/models' || path === '/models') {
       if (req.method !== 'GET') return methodNotAllowed(req, res, 'GET');
-      return send(res, 200, { object: 'list', data: modelNames().map((id) => ({ id, object: 'model', created: 0, owned_by: 'agentrun' })) });
+      return sendJson(res, 200, { object: 'list', data: modelNames().map((id) => ({ id, object: 'model', created: 0, owned_by: 'agentrun' })) });
     }
     if (path === '/healthz') {
       if (req.method !== 'GET') return methodNotAllowed(req, res, 'GET');
-      return send(res, 200, { status: 'ok' });
+      return sendJson(res, 200, { status: 'ok' });
     }
     req.resume();
-    sendError(res, 404, `no route for ${req.method ?? 'GET'} ${path}`, 'invalid_request_error', 'not_found');
+    sendJson(res, 404, errorBody(`no route for ${req.method ?? 'GET'} ${path}`, 'invalid_request_error', null, 'not_found'));
   });
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port ?? 0, host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const { port, url } = await listen(server, options.port ?? 0, host);
   let closing: Promise<void> | undefined;
 
   return {
-    url: `http://${host.includes(':') ? `[${host}]` : host}:${port}/v1`,
+    url,
     port,
     get requests() {
       return requests;
@@ -175,7 +167,7 @@ export function modelNames(): string[] {
 }
 
 // ---------------------------------------------------------------------------------------------
-// HTTP plumbing
+// Replies (the HTTP plumbing is in http.ts, shared with the real-model server)
 // ---------------------------------------------------------------------------------------------
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
@@ -187,43 +179,7 @@ interface Reply {
   delayMs?: number;
 }
 
-/** The body as text, or `null` when it passes 1 MiB (the rest is read and dropped, up to a bound). */
-function readBody(req: IncomingMessage): Promise<string | null> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= MAX_BODY_BYTES) chunks.push(chunk);
-      else if (size > 64 * MAX_BODY_BYTES) req.destroy();
-      else chunks.length = 0;
-    });
-    req.on('end', () => resolve(size > MAX_BODY_BYTES ? null : Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
-function send(res: ServerResponse, status: number, body: Json, headers: Record<string, string> = {}): void {
-  if (res.headersSent || res.destroyed) return;
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-  res.end(text);
-}
-
-function errorBody(message: string, type: string, code: string | null): Json {
-  return { error: { message, type, param: null, code } };
-}
-
-function sendError(res: ServerResponse, status: number, message: string, type: string, code: string | null): void {
-  send(res, status, errorBody(message, type, code));
-}
-
-function methodNotAllowed(req: IncomingMessage, res: ServerResponse, allowed: string): void {
-  req.resume();
-  send(res, 405, errorBody(`use ${allowed} here, not ${req.method ?? '?'}`, 'invalid_request_error', 'method_not_allowed'), { allow: allowed });
-}
-
-const invalid = (message: string): Reply => ({ status: 400, body: errorBody(message, 'invalid_request_error', null) });
+const invalid = (message: string): Reply => ({ status: 400, body: errorBody(message, 'invalid_request_error') });
 
 // ---------------------------------------------------------------------------------------------
 // The protocol: request -> reply
@@ -300,24 +256,24 @@ function respond(text: string, attempts: Map<string, number>): Reply {
           ? {
               status: 429,
               headers: { 'retry-after': '1' },
-              body: errorBody(`rate limit reached (attempt ${attempt} of this conversation); retry after 1 s`, 'rate_limit_error', 'rate_limit_exceeded'),
+              body: errorBody(`rate limit reached (attempt ${attempt} of this conversation); retry after 1 s`, 'rate_limit_error', null, 'rate_limit_exceeded'),
             }
-          : { status: 500, body: errorBody(`scripted server error (attempt ${attempt} of this conversation)`, 'server_error', null) };
+          : { status: 500, body: errorBody(`scripted server error (attempt ${attempt} of this conversation)`, 'server_error') };
       }
       return completion(request, replyId, scriptedTurn(request, fingerprint, grading));
     }
     case 'always_500':
-      return { status: 500, body: errorBody('scripted server error (always)', 'server_error', null) };
+      return { status: 500, body: errorBody('scripted server error (always)', 'server_error') };
     case 'bad_request':
-      return { status: 400, body: errorBody('scripted bad request: this request is refused', 'invalid_request_error', 'scripted_bad_request') };
+      return { status: 400, body: errorBody('scripted bad request: this request is refused', 'invalid_request_error', null, 'scripted_bad_request') };
     case 'unauthorized':
-      return { status: 401, body: errorBody('Incorrect API key provided (scripted)', 'invalid_request_error', 'invalid_api_key') };
+      return { status: 401, body: errorBody('Incorrect API key provided (scripted)', 'invalid_request_error', null, 'invalid_api_key') };
     case 'forbidden':
-      return { status: 403, body: errorBody('this key may not use this model (scripted)', 'permission_error', 'model_not_allowed') };
+      return { status: 403, body: errorBody('this key may not use this model (scripted)', 'permission_error', null, 'model_not_allowed') };
     case 'quota_exhausted':
-      return { status: 429, body: errorBody('You exceeded your current quota, please check your plan and billing details (scripted)', 'insufficient_quota', 'insufficient_quota') };
+      return { status: 429, body: errorBody('You exceeded your current quota, please check your plan and billing details (scripted)', 'insufficient_quota', null, 'insufficient_quota') };
     case 'payment_required':
-      return { status: 402, body: errorBody('the budget of this key is spent (scripted)', 'billing_error', 'budget_exceeded') };
+      return { status: 402, body: errorBody('the budget of this key is spent (scripted)', 'billing_error', null, 'budget_exceeded') };
     case 'malformed_args':
       if (toolResults(request) === 0) return completion(request, replyId, malformedTurn(request, fingerprint));
       return completion(request, replyId, scriptedTurn(request, fingerprint, grading));
@@ -362,7 +318,7 @@ function readRequest(raw: unknown): Request | string {
     if (!isObject(m) || typeof m.role !== 'string' || !ROLES.has(m.role)) {
       return `messages[${i}].role must be one of ${[...ROLES].join(', ')}`;
     }
-    const text = contentText(m.content);
+    const text = messageText(m.content, 'skip');
     if (text === undefined) return `messages[${i}].content must be a string, null or an array of text parts`;
     const message: Message = { role: m.role as Message['role'], text, tool_calls: [] };
     if (m.role === 'tool') {
@@ -401,18 +357,6 @@ function readRequest(raw: unknown): Request | string {
     request.max_tokens = raw.max_tokens;
   }
   return request;
-}
-
-function contentText(content: unknown): string | undefined {
-  if (content === undefined || content === null) return '';
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return undefined;
-  const parts: string[] = [];
-  for (const part of content as unknown[]) {
-    if (!isObject(part)) return undefined;
-    if (typeof part.text === 'string') parts.push(part.text);
-  }
-  return parts.join('\n');
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -59,6 +59,16 @@ const MAX_NAME_CHARS = 200;
 /** A problem with one option, before it is known whose option it is. */
 class OptionProblem extends Error {}
 
+/** `read()`, with an OptionProblem it throws made an EvalSpecError that says whose option it was (when `whose` is given). */
+function optionsOf<T>(whose: string | undefined, read: () => T): T {
+  try {
+    return read();
+  } catch (err) {
+    if (err instanceof OptionProblem) throw new EvalSpecError(whose === undefined ? err.message : `${whose}: ${err.message}`);
+    throw err;
+  }
+}
+
 type Options = Record<string, unknown>;
 
 /** The scorers an eval names: each a name (`"exact"`) or an object (`{"name": "regex", "pattern": "..."}`). */
@@ -77,12 +87,7 @@ export function normaliseScorers(input: unknown): ScorerSpec[] {
 
 function normaliseScorer(item: unknown, where: string): ScorerSpec {
   const { name, options } = nameAndOptions(item, where, 'scorer', SCORER_NAMES);
-  try {
-    return scorerSpec(name, options);
-  } catch (err) {
-    if (err instanceof OptionProblem) throw new EvalSpecError(`scorer '${name}': ${err.message}`);
-    throw err;
-  }
+  return optionsOf(`scorer '${name}'`, () => scorerSpec(name, options));
 }
 
 function scorerSpec(name: ScorerName, options: Options): ScorerSpec {
@@ -138,12 +143,7 @@ function scorerSpec(name: ScorerName, options: Options): ScorerSpec {
  */
 export function normaliseSolver(input: unknown): SolverSpec {
   const { name, options } = nameAndOptions(input, 'solver', 'solver', SOLVER_NAMES);
-  try {
-    return solverSpec(name, options);
-  } catch (err) {
-    if (err instanceof OptionProblem) throw new EvalSpecError(`solver '${name}': ${err.message}`);
-    throw err;
-  }
+  return optionsOf(`solver '${name}'`, () => solverSpec(name, options));
 }
 
 function solverSpec(name: SolverName, options: Options): SolverSpec {
@@ -190,12 +190,7 @@ export function pairingProblem(solver: SolverSpec, scorers: ScorerSpec[]): strin
  * field (`'checks[2].path' contains '..'`); the caller says whose field it is.
  */
 export function parseFileChecks(value: unknown, field = 'checks'): FileCheck[] {
-  try {
-    return fileChecksOf(value, field);
-  } catch (err) {
-    if (err instanceof OptionProblem) throw new EvalSpecError(err.message);
-    throw err;
-  }
+  return optionsOf(undefined, () => fileChecksOf(value, field));
 }
 
 function fileChecksOf(value: unknown, field: string): FileCheck[] {
@@ -246,12 +241,7 @@ const compiledSchemas = new Map<string, JsonSchemaCheck>();
  * EvalSpecError (through normaliseScorers: an option error) when the schema is not a valid schema.
  */
 export function compileJsonSchema(schema: Record<string, unknown>): JsonSchemaCheck {
-  try {
-    return schemaCheckOf(schema);
-  } catch (err) {
-    if (err instanceof OptionProblem) throw new EvalSpecError(`scorer 'json': ${err.message}`);
-    throw err;
-  }
+  return optionsOf("scorer 'json'", () => schemaCheckOf(schema));
 }
 
 /** Ajv's regular-expression engine, matching through `boundedExec`. */

@@ -8,6 +8,7 @@
  * A request that demands a tool call (`tool_choice` `required` or a named function) is refused with 400
  * rather than answered with something it did not ask for.
  */
+import { errorBody, messageText } from '../http';
 import type { ChatHistoryItem, StopReason } from './llama-api';
 
 export type Role = 'system' | 'user' | 'assistant';
@@ -124,7 +125,7 @@ function readMessages(messages: unknown): Turn[] | RequestProblem {
   for (const [i, m] of (messages as unknown[]).entries()) {
     const at = `messages[${i}]`;
     if (!isObject(m)) return problem(`${at} must be an object`, at);
-    const text = contentText(m.content);
+    const text = messageText(m.content, 'refuse');
     if (text === undefined) return problem(`${at}.content must be a string, null or an array of text parts`, `${at}.content`);
     switch (m.role) {
       case 'system':
@@ -186,18 +187,6 @@ function optionalNumber(value: unknown, param: string, min: number, max: number)
     return problem(`'${param}' must be a number from ${min} to ${max}`, param);
   }
   return value;
-}
-
-function contentText(content: unknown): string | undefined {
-  if (content === undefined || content === null) return '';
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return undefined;
-  const parts: string[] = [];
-  for (const part of content as unknown[]) {
-    if (!isObject(part) || (part.type !== undefined && part.type !== 'text') || typeof part.text !== 'string') return undefined;
-    parts.push(part.text);
-  }
-  return parts.join('\n');
 }
 
 /** An earlier assistant turn's tool calls, written as text the model can read back (or undefined if malformed). */
@@ -280,10 +269,6 @@ export function completionBody(meta: ReplyMeta, text: string, finish: FinishReas
     choices: [{ index: 0, message: { role: 'assistant', content: text }, finish_reason: finish, logprobs: null }],
     usage,
   };
-}
-
-export function errorBody(message: string, type: string, param: string | null = null, code: string | null = null): Record<string, unknown> {
-  return { error: { message, type, param, code } };
 }
 
 /**

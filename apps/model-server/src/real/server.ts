@@ -11,11 +11,10 @@
  * the context 400 `context_length_exceeded`. A client that goes away stops its generation.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { MAX_BODY_BYTES } from '../model-server';
+import { createServer, type ServerResponse } from 'node:http';
+import { errorBody, listen, MAX_BODY_BYTES, methodNotAllowed, readBody, routePath, sendJson } from '../http';
 import type { LoadedModel, Prompt } from './llama-model';
-import { chatHistoryOf, completionBody, errorBody, finishReasonOf, isProblem, parseCompletionRequest, streamFrames, usageOf, type CompletionRequest, type ReplyMeta } from './protocol';
+import { chatHistoryOf, completionBody, finishReasonOf, isProblem, parseCompletionRequest, streamFrames, usageOf, type CompletionRequest, type ReplyMeta } from './protocol';
 import { QueueClosedError, QueueFullError, SerialQueue } from './queue';
 
 export interface RealModelServerOptions {
@@ -59,12 +58,12 @@ export async function startRealModelServer(load: () => Promise<LoadedModel>, opt
   let secondsPerAnswer = 1;
 
   const server = createServer((req, res) => {
-    const path = (req.url ?? '/').split('?')[0].replace(/\/+$/, '') || '/';
+    const path = routePath(req);
     if (path === '/v1/chat/completions' || path === '/chat/completions') {
       if (req.method !== 'POST') return methodNotAllowed(req, res, 'POST');
       if (state.phase !== 'ready') {
         req.resume();
-        return send(res, 503, errorBody(unavailable(state), 'server_error', null, 'model_unavailable'), { 'retry-after': '1' });
+        return sendJson(res, 503, errorBody(unavailable(state), 'server_error', null, 'model_unavailable'), { 'retry-after': '1' });
       }
       const { model } = state;
       readBody(req)
@@ -77,31 +76,31 @@ export async function startRealModelServer(load: () => Promise<LoadedModel>, opt
     }
     if (path === '/v1/models' || path === '/models') {
       if (req.method !== 'GET') return methodNotAllowed(req, res, 'GET');
-      return send(res, 200, { object: 'list', data: [{ id: options.modelName, object: 'model', created: 0, owned_by: 'agentrun' }] });
+      return sendJson(res, 200, { object: 'list', data: [{ id: options.modelName, object: 'model', created: 0, owned_by: 'agentrun' }] });
     }
     if (path === '/healthz') {
       if (req.method !== 'GET') return methodNotAllowed(req, res, 'GET');
-      if (state.phase !== 'ready') return send(res, 503, { status: state.phase, message: unavailable(state) });
-      return send(res, 200, { status: 'ok', model: options.modelName, context_size: state.model.contextSize, chat_template: state.model.chatWrapper, load_ms: state.loadMs });
+      if (state.phase !== 'ready') return sendJson(res, 503, { status: state.phase, message: unavailable(state) });
+      return sendJson(res, 200, { status: 'ok', model: options.modelName, context_size: state.model.contextSize, chat_template: state.model.chatWrapper, load_ms: state.loadMs });
     }
     req.resume();
-    send(res, 404, errorBody(`no route for ${req.method ?? 'GET'} ${path}`, 'invalid_request_error', null, 'not_found'));
+    sendJson(res, 404, errorBody(`no route for ${req.method ?? 'GET'} ${path}`, 'invalid_request_error', null, 'not_found'));
   });
 
   async function complete(model: LoadedModel, body: string | null, res: ServerResponse): Promise<void> {
-    if (body === null) return send(res, 413, errorBody(`the request body is larger than ${MAX_BODY_BYTES} bytes`, 'invalid_request_error', null, 'request_too_large'));
+    if (body === null) return sendJson(res, 413, errorBody(`the request body is larger than ${MAX_BODY_BYTES} bytes`, 'invalid_request_error', null, 'request_too_large'));
     let raw: unknown;
     try {
       raw = JSON.parse(body);
     } catch {
-      return send(res, 400, errorBody('the request body is not valid JSON', 'invalid_request_error'));
+      return sendJson(res, 400, errorBody('the request body is not valid JSON', 'invalid_request_error'));
     }
     const request = parseCompletionRequest(raw, { model: options.modelName, defaultMaxTokens: options.defaultMaxTokens, maxTokensCap: model.contextSize });
-    if (isProblem(request)) return send(res, 400, errorBody(request.message, 'invalid_request_error', request.param, request.code));
+    if (isProblem(request)) return sendJson(res, 400, errorBody(request.message, 'invalid_request_error', request.param, request.code));
     const prompt = model.prompt(chatHistoryOf(request.turns));
     if (prompt.tokens + request.maxTokens > model.contextSize) {
       const why = `the prompt is ${prompt.tokens} tokens and max_tokens ${request.maxTokens}: together more than the model's context of ${model.contextSize} tokens`;
-      return send(res, 400, errorBody(why, 'invalid_request_error', 'messages', 'context_length_exceeded'));
+      return sendJson(res, 400, errorBody(why, 'invalid_request_error', 'messages', 'context_length_exceeded'));
     }
 
     const abort = new AbortController();
@@ -123,16 +122,16 @@ export async function startRealModelServer(load: () => Promise<LoadedModel>, opt
     } catch (err) {
       if (err instanceof QueueFullError) {
         const wait = Math.max(1, Math.ceil((err.waiting + 1) * secondsPerAnswer));
-        return send(res, 503, errorBody(`${err.message}; retry after ${wait} s`, 'server_error', null, 'queue_full'), { 'retry-after': String(wait) });
+        return sendJson(res, 503, errorBody(`${err.message}; retry after ${wait} s`, 'server_error', null, 'queue_full'), { 'retry-after': String(wait) });
       }
-      if (err instanceof QueueClosedError) return send(res, 503, errorBody(err.message, 'server_error', null, 'shutting_down'), { 'retry-after': '1' });
+      if (err instanceof QueueClosedError) return sendJson(res, 503, errorBody(err.message, 'server_error', null, 'shutting_down'), { 'retry-after': '1' });
       if (abort.signal.aborted) return; // nobody is listening
       log(`error: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
       if (res.headersSent) {
         if (!res.writableEnded) res.end(streamFrames(replyMeta(request), false).error('the generation failed', 'server_error'));
         return;
       }
-      send(res, 500, errorBody(`the generation failed: ${err instanceof Error ? err.message : String(err)}`, 'server_error'));
+      sendJson(res, 500, errorBody(`the generation failed: ${err instanceof Error ? err.message : String(err)}`, 'server_error'));
     }
   }
 
@@ -144,11 +143,11 @@ export async function startRealModelServer(load: () => Promise<LoadedModel>, opt
       const result = await model.generate(prompt, generation);
       if (signal.aborted) {
         // Cut short by a shutdown (a client that went away has no response to write to).
-        send(res, 503, errorBody('the server shut down before the answer was finished', 'server_error', null, 'shutting_down'), { 'retry-after': '1' });
+        sendJson(res, 503, errorBody('the server shut down before the answer was finished', 'server_error', null, 'shutting_down'), { 'retry-after': '1' });
         return;
       }
       completions++;
-      send(res, 200, completionBody(meta, result.text, finishReasonOf(result.stopReason), usageOf(prompt.tokens, result.completionTokens)));
+      sendJson(res, 200, completionBody(meta, result.text, finishReasonOf(result.stopReason), usageOf(prompt.tokens, result.completionTokens)));
       log(`200 prompt=${prompt.tokens} completion=${result.completionTokens} ${seconds(started)} s`);
       return;
     }
@@ -174,14 +173,7 @@ export async function startRealModelServer(load: () => Promise<LoadedModel>, opt
     return { id: `chatcmpl-${randomUUID()}`, created: Math.floor(Date.now() / 1000), model: request.model };
   }
 
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(options.port, options.host, () => {
-      server.off('error', reject);
-      resolve();
-    });
-  });
-  const port = (server.address() as AddressInfo).port;
+  const { port, url } = await listen(server, options.port, options.host);
 
   const loadStarted = performance.now();
   const loaded = load().then(
@@ -217,7 +209,7 @@ export async function startRealModelServer(load: () => Promise<LoadedModel>, opt
   }
 
   return {
-    url: `http://${options.host.includes(':') ? `[${options.host}]` : options.host}:${port}/v1`,
+    url,
     port,
     loaded,
     get completions() {
@@ -245,36 +237,4 @@ function unavailable(state: State): string {
 
 function seconds(since: number): string {
   return ((performance.now() - since) / 1000).toFixed(2);
-}
-
-// ---------------------------------------------------------------------------------------------
-// HTTP plumbing
-// ---------------------------------------------------------------------------------------------
-
-/** The body as text, or `null` when it passes 1 MiB (the rest is read and dropped, up to a bound). */
-function readBody(req: IncomingMessage): Promise<string | null> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    req.on('data', (chunk: Buffer) => {
-      size += chunk.length;
-      if (size <= MAX_BODY_BYTES) chunks.push(chunk);
-      else if (size > 64 * MAX_BODY_BYTES) req.destroy();
-      else chunks.length = 0;
-    });
-    req.on('end', () => resolve(size > MAX_BODY_BYTES ? null : Buffer.concat(chunks).toString('utf8')));
-    req.on('error', reject);
-  });
-}
-
-function send(res: ServerResponse, status: number, body: unknown, headers: Record<string, string> = {}): void {
-  if (res.headersSent || res.destroyed) return;
-  const text = JSON.stringify(body);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...headers });
-  res.end(text);
-}
-
-function methodNotAllowed(req: IncomingMessage, res: ServerResponse, allowed: string): void {
-  req.resume();
-  send(res, 405, errorBody(`use ${allowed} here, not ${req.method ?? '?'}`, 'invalid_request_error', null, 'method_not_allowed'), { allow: allowed });
 }

@@ -2,26 +2,35 @@ import type { Dataset, DatasetList } from '@agentrun/contracts';
 import { useEffect, useState } from 'preact/hooks';
 import { call, errorText, getJson } from './api';
 import { DATASET_NAME_PATTERN, datasetNameFor, scorerName } from './eval-view';
-import { failureOf, formatTime, OutcomeLine, type Outcome } from './ui';
+import { ColumnHeads, failureOf, formatTime, OutcomeLine, type Outcome } from './ui';
 
 const bytesText = (bytes: number): string => (bytes < 1024 ? `${bytes} B` : bytes < 1024 * 1024 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1024 / 1024).toFixed(1)} MiB`);
 
-/** The org's uploaded datasets and the shipped suites (GET /datasets), and a form to upload one. */
-export function DatasetsPage() {
+/**
+ * GET /datasets while `wanted`: asked for when it becomes true and again whenever `version` changes (a
+ * page bumps it after an upload). The last list stays while a new one is asked for, or when one fails.
+ */
+export function useDatasetList(wanted: boolean, version = 0): { list: DatasetList | undefined; error: string | undefined } {
   const [list, setList] = useState<DatasetList>();
-  const [loadError, setLoadError] = useState<string>();
-  const [version, setVersion] = useState(0);
-
+  const [error, setError] = useState<string>();
   useEffect(() => {
+    if (!wanted) return;
     const abort = new AbortController();
     getJson<DatasetList>('/datasets', abort.signal)
       .then((body) => {
         setList(body);
-        setLoadError(undefined);
+        setError(undefined);
       })
-      .catch((err: unknown) => !abort.signal.aborted && setLoadError(errorText(err)));
+      .catch((err: unknown) => !abort.signal.aborted && setError(errorText(err)));
     return () => abort.abort();
-  }, [version]);
+  }, [wanted, version]);
+  return { list, error };
+}
+
+/** The org's uploaded datasets and the shipped suites (GET /datasets), and a form to upload one. */
+export function DatasetsPage() {
+  const [version, setVersion] = useState(0);
+  const { list, error: loadError } = useDatasetList(true, version);
 
   return (
     <section aria-labelledby="datasets-title" class="datasets-page">
@@ -37,15 +46,7 @@ export function DatasetsPage() {
         {list && list.datasets.length === 0 && <p class="muted">No dataset uploaded yet.</p>}
         {list && list.datasets.length > 0 && (
           <table class="datasets">
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Cases</th>
-                <th scope="col">Size</th>
-                <th scope="col">Uploaded</th>
-                <th scope="col">Id (content hash)</th>
-              </tr>
-            </thead>
+            <ColumnHeads names={['Name', 'Cases', 'Size', 'Uploaded', 'Id (content hash)']} />
             <tbody>
               {list.datasets.map((d) => (
                 <tr key={d.id + d.created_at} data-dataset-id={d.id} data-dataset-name={d.name}>
@@ -66,15 +67,7 @@ export function DatasetsPage() {
         <h2 id="suites-title">Suites shipped with the platform</h2>
         {list && (
           <table class="suites">
-            <thead>
-              <tr>
-                <th scope="col">Name</th>
-                <th scope="col">Description</th>
-                <th scope="col">Solver</th>
-                <th scope="col">Scorers</th>
-                <th scope="col">Cases</th>
-              </tr>
-            </thead>
+            <ColumnHeads names={['Name', 'Description', 'Solver', 'Scorers', 'Cases']} />
             <tbody>
               {list.suites.map((s) => (
                 <tr key={s.name} data-suite={s.name}>

@@ -1,4 +1,5 @@
 import { CASE_ERROR_TYPES } from '@agentrun/contracts';
+import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { errorText, getJson, saveDownload } from './api';
 import {
@@ -14,7 +15,7 @@ import {
   type CaseFilters,
   type CaseResultRow,
 } from './eval-view';
-import { failureOf, formatTime, OutcomeLine, type Outcome } from './ui';
+import { ColumnHeads, failureOf, formatTime, OutcomeLine, type Outcome } from './ui';
 
 const PAGE_SIZE = 50;
 
@@ -91,41 +92,26 @@ export function CaseResults({ runId, finished }: { runId: string; finished: numb
     <section class="panel case-results" aria-labelledby="case-results-title">
       <h2 id="case-results-title">Case results</h2>
       <form class="filters" aria-label="Filter cases" onSubmit={(e) => e.preventDefault()}>
-        <div class="field">
-          <label for="case-filter-status">Outcome</label>
-          <select id="case-filter-status" value={filters.status} onChange={(e) => set({ status: e.currentTarget.value })}>
-            <option value="">any</option>
-            {CASE_OUTCOMES.map((s) => (
-              <option key={s} value={s}>
-                {s}
-              </option>
-            ))}
-          </select>
-        </div>
-        <div class="field">
-          <label for="case-filter-scorer">
-            Scorer <span class="hint">(scored below 1)</span>
-          </label>
-          <select id="case-filter-scorer" value={filters.scorer} onChange={(e) => set({ scorer: e.currentTarget.value })}>
-            <option value="">any</option>
-            {scorers.map((s) => (
-              <option key={s} value={s}>
-                {s}
-              </option>
-            ))}
-          </select>
-        </div>
-        <div class="field">
-          <label for="case-filter-error">Error type</label>
-          <select id="case-filter-error" value={filters.error_type} onChange={(e) => set({ error_type: e.currentTarget.value })}>
-            <option value="">any</option>
-            {CASE_ERROR_TYPES.map((t) => (
-              <option key={t} value={t}>
-                {t.replace(/_/g, ' ')}
-              </option>
-            ))}
-          </select>
-        </div>
+        <FilterSelect id="case-filter-status" label="Outcome" value={filters.status} choices={CASE_OUTCOMES} onChange={(status) => set({ status })} />
+        <FilterSelect
+          id="case-filter-scorer"
+          label={
+            <>
+              Scorer <span class="hint">(scored below 1)</span>
+            </>
+          }
+          value={filters.scorer}
+          choices={scorers}
+          onChange={(scorer) => set({ scorer })}
+        />
+        <FilterSelect
+          id="case-filter-error"
+          label="Error type"
+          value={filters.error_type}
+          choices={CASE_ERROR_TYPES}
+          choiceText={(t) => t.replace(/_/g, ' ')}
+          onChange={(error_type) => set({ error_type })}
+        />
         <a
           class="export"
           href={exportPath}
@@ -152,17 +138,7 @@ export function CaseResults({ runId, finished }: { runId: string; finished: numb
       {loaded && rows.length === 0 && <p class="muted">{!isFiltered(filters) ? 'No case has finished yet.' : 'No finished case matches these filters.'}</p>}
       {rows.length > 0 && (
         <table class="cases-table" aria-describedby="cases-table-hint">
-          <thead>
-            <tr>
-              <th scope="col">Case</th>
-              <th scope="col">Outcome</th>
-              <th scope="col">Score</th>
-              <th scope="col">Error type</th>
-              <th scope="col">Attempts</th>
-              <th scope="col">Tokens</th>
-              <th scope="col">Duration</th>
-            </tr>
-          </thead>
+          <ColumnHeads names={['Case', 'Outcome', 'Score', 'Error type', 'Attempts', 'Tokens', 'Duration']} />
           <tbody>
             {rows.map((row) => (
               <tr key={row.case_id} data-case-id={row.case_id} data-case-status={row.status} class="clickable" onClick={() => setOpen(row)}>
@@ -197,6 +173,37 @@ export function CaseResults({ runId, finished }: { runId: string; finished: numb
       )}
       {open && <CaseDrawer row={open} onClose={() => setOpen(undefined)} />}
     </section>
+  );
+}
+
+/** One filter of the case table: `any` (the empty value) or one of `choices`. */
+function FilterSelect({
+  id,
+  label,
+  value,
+  choices,
+  choiceText = (choice) => choice,
+  onChange,
+}: {
+  id: string;
+  label: ComponentChildren;
+  value: string;
+  choices: readonly string[];
+  choiceText?: (choice: string) => string;
+  onChange: (value: string) => void;
+}) {
+  return (
+    <div class="field">
+      <label for={id}>{label}</label>
+      <select id={id} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
+        <option value="">any</option>
+        {choices.map((choice) => (
+          <option key={choice} value={choice}>
+            {choiceText(choice)}
+          </option>
+        ))}
+      </select>
+    </div>
   );
 }
 
@@ -292,13 +299,7 @@ function CaseDrawer({ row, onClose }: { row: CaseResultRow; onClose: () => void 
             <p class="muted">Not scored.</p>
           ) : (
             <table class="scores" data-testid="drawer-scores">
-              <thead>
-                <tr>
-                  <th scope="col">Scorer</th>
-                  <th scope="col">Value</th>
-                  <th scope="col">Explanation</th>
-                </tr>
-              </thead>
+              <ColumnHeads names={['Scorer', 'Value', 'Explanation']} />
               <tbody>
                 {result.scores.map((s) => (
                   <tr key={s.scorer} data-scorer={s.scorer}>

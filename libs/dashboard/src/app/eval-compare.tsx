@@ -2,7 +2,7 @@ import { useEffect, useState } from 'preact/hooks';
 import { errorText, getJson, runPath, type RunsPage } from './api';
 import { changeCounts, comparableEvals, differenceText, scoreText, signedText, type EvalComparison } from './eval-view';
 import { runHref } from './router';
-import { failureOf, formatTime, Link, OutcomeLine, type Outcome } from './ui';
+import { ColumnHeads, failureOf, formatTime, Link, OutcomeLine, type Outcome } from './ui';
 
 /** Eval runs looked through for ones over the same dataset: the newest this many (the most GET /runs gives at once). */
 const CANDIDATES = 200;
@@ -103,15 +103,7 @@ function ComparisonView({ comparison }: { comparison: EvalComparison }) {
         ))}
       </ul>
       <table class="compare-table">
-        <thead>
-          <tr>
-            <th scope="col">Case</th>
-            <th scope="col">Change</th>
-            <th scope="col">Baseline</th>
-            <th scope="col">This run</th>
-            <th scope="col">Difference</th>
-          </tr>
-        </thead>
+        <ColumnHeads names={['Case', 'Change', 'Baseline', 'This run', 'Difference']} />
         <tbody>
           {comparison.cases.map((c) => (
             <tr key={c.case_id} data-case-id={c.case_id} data-change={c.change}>

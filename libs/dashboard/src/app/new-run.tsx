@@ -1,6 +1,6 @@
-import type { DatasetList } from '@agentrun/contracts';
-import { useEffect, useState } from 'preact/hooks';
-import { errorText, getJson, postJson, type Accepted } from './api';
+import { useState } from 'preact/hooks';
+import { postJson, type Accepted } from './api';
+import { useDatasetList } from './datasets-page';
 import { datasetChoices, evalStartBody, solverChoices, type DatasetChoice } from './eval-view';
 import { datasetsHref, navigate, runHref } from './router';
 import { failureOf, Link, OutcomeLine, type Outcome } from './ui';
@@ -29,8 +29,6 @@ export function NewRunForm() {
   const [failFraction, setFailFraction] = useState('0.25');
   const [reviewers, setReviewers] = useState('');
   const [source, setSource] = useState<'synthetic' | 'dataset'>('synthetic');
-  const [datasets, setDatasets] = useState<DatasetList>();
-  const [datasetsError, setDatasetsError] = useState<string>();
   const [datasetValue, setDatasetValue] = useState('');
   const [solver, setSolver] = useState('');
   const [scorers, setScorers] = useState('');
@@ -40,17 +38,7 @@ export function NewRunForm() {
   const [outcome, setOutcome] = useState<Outcome>();
 
   // The datasets to pick from, asked for each time the dataset source is chosen (one may just have been uploaded).
-  useEffect(() => {
-    if (kind !== 'eval' || source !== 'dataset') return;
-    const abort = new AbortController();
-    getJson<DatasetList>('/datasets', abort.signal)
-      .then((list) => {
-        setDatasets(list);
-        setDatasetsError(undefined);
-      })
-      .catch((err: unknown) => !abort.signal.aborted && setDatasetsError(errorText(err)));
-    return () => abort.abort();
-  }, [kind, source]);
+  const { list: datasets, error: datasetsError } = useDatasetList(kind === 'eval' && source === 'dataset');
   const choices: DatasetChoice[] = datasets ? datasetChoices(datasets) : [];
   const chosen = choices.find((c) => c.value === datasetValue) ?? choices[0];
 
@@ -218,8 +206,10 @@ function DatasetFields(props: {
   onModelEndpoint: (value: string) => void;
 }) {
   const { choices, chosen, fields } = props;
-  const suites = choices.filter((c) => 'name' in c.dataset);
-  const uploads = choices.filter((c) => 'id' in c.dataset);
+  const groups = [
+    { label: 'Suites shipped with the platform', members: choices.filter((c) => 'name' in c.dataset) },
+    { label: 'Uploaded', members: choices.filter((c) => 'id' in c.dataset) },
+  ];
   return (
     <>
       <div key="dataset" class="field wide">
@@ -228,23 +218,17 @@ function DatasetFields(props: {
         </label>
         <select id="start-dataset" name="dataset" required value={chosen?.value ?? ''} onChange={(e) => props.onDataset(e.currentTarget.value)}>
           {choices.length === 0 && <option value="">{props.loadError ? `could not list datasets: ${props.loadError}` : 'loading…'}</option>}
-          {suites.length > 0 && (
-            <optgroup label="Suites shipped with the platform">
-              {suites.map((c) => (
-                <option key={c.value} value={c.value}>
-                  {c.label}
-                </option>
-              ))}
-            </optgroup>
-          )}
-          {uploads.length > 0 && (
-            <optgroup label="Uploaded">
-              {uploads.map((c) => (
-                <option key={c.value} value={c.value}>
-                  {c.label}
-                </option>
-              ))}
-            </optgroup>
+          {groups.map(
+            ({ label, members }) =>
+              members.length > 0 && (
+                <optgroup key={label} label={label}>
+                  {members.map((c) => (
+                    <option key={c.value} value={c.value}>
+                      {c.label}
+                    </option>
+                  ))}
+                </optgroup>
+              ),
           )}
         </select>
       </div>

@@ -56,6 +56,21 @@ export function OutcomeLine({ outcome, testId }: { outcome: Outcome | undefined;
   );
 }
 
+/** A table's head row: one column header per name, in order. */
+export function ColumnHeads({ names }: { names: readonly string[] }) {
+  return (
+    <thead>
+      <tr>
+        {names.map((name) => (
+          <th key={name} scope="col">
+            {name}
+          </th>
+        ))}
+      </tr>
+    </thead>
+  );
+}
+
 export function formatTime(iso: string | undefined): string {
   if (!iso) return '';
   const d = new Date(iso);
