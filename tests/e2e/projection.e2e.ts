@@ -1,5 +1,5 @@
 import type { RunEventEnvelope, RunStatus } from '@agentrun/contracts';
-import { applyRunEvents, createDataSource, migrate, ReadModel, RUN_EVENTS_CHANNEL } from '@agentrun/persistence';
+import { applyRunEvents, createDataSource, migrate, ReadModel, RUN_EVENTS_CHANNEL, shippedMigrations } from '@agentrun/persistence';
 import { Client } from 'pg';
 import type { DataSource } from 'typeorm';
 import { freshDatabase } from '../support/database';
@@ -30,7 +30,8 @@ describe('the projection into Postgres', () => {
     const applied = await Promise.all(sources.map((s) => migrate(s)));
     const migrators = applied.filter((names) => names.length > 0);
     expect(migrators).toHaveLength(1);
-    expect(migrators[0]).toEqual(['ReadModel1764400000000', 'CommandLedgerClaims1764500000000', 'GpuLeases1764600000000', 'ApiTokens1764700000000', 'Snapshots1764800000000']);
+    // Every migration of this build, in order, applied by exactly one of the racing starters.
+    expect(migrators[0]).toEqual(shippedMigrations());
     await Promise.all(sources.slice(1).map((s) => s.destroy()));
     dataSource = sources[0];
     readModel = new ReadModel(dataSource);

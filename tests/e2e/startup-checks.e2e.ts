@@ -2,6 +2,7 @@ import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { shippedMigrations } from '@agentrun/persistence';
 import { promisify } from 'node:util';
 import { Client as PgClient } from 'pg';
 import { SEARCH_ATTRIBUTES } from '@agentrun/contracts';
@@ -98,7 +99,7 @@ describe('the schema check (DATABASE_MIGRATE=check)', () => {
     const refused = await startSnapshotter({ DATABASE_URL: db.url, DATABASE_MIGRATE: 'check', TEMPORAL_CHECK_SEARCH_ATTRIBUTES: 'false' });
     started.push(refused);
     expect(await refused.exit).toBe(1);
-    expect(refused.output()).toContain('the database schema is at empty (no migrations applied), this build needs Snapshots1764800000000');
+    expect(refused.output()).toContain(`the database schema is at empty (no migrations applied), this build needs ${shippedMigrations().at(-1)}`);
     expect(refused.output()).toContain('run `npm run migrate`');
 
     // It took no lock and ran no DDL: the database is still empty.
