@@ -8,6 +8,7 @@ import { snapshotObjectKeys, type CaseErrorType, type CaseResult, type CaseScore
 import {
   caseScore,
   caseText,
+  datasetObjectKey,
   loadSuite,
   parseDatasetText,
   scoreCase,
@@ -24,9 +25,6 @@ import type { AgentCaseRun, CaseOutcome, CaseRequest, CaseSpec, EvalDatasetRef, 
 import { ChatError, classifyModelError, type ChatClient, type ChatMessage, type ChatUsage } from './llm';
 
 import { streamText } from './snapshot.activities';
-
-/** Where a stored dataset lives in the object store. */
-export const datasetObjectKey = (org: string, id: string): string => `datasets/${org}/${id}.jsonl`;
 
 /** A case of a dataset, by the dataset's reference. */
 export interface EvalCaseSource {

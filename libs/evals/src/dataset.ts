@@ -300,6 +300,9 @@ export function canonicalJsonl(cases: EvalCase[]): string {
   return cases.map((c) => `${canonicalJson(c)}\n`).join('');
 }
 
+/** Where a stored dataset's cases live in the object store: the catalogue writes there, the eval workers read there. */
+export const datasetObjectKey = (org: string, id: string): string => `datasets/${org}/${id}.jsonl`;
+
 /**
  * Lowercase hex sha256 of canonicalJsonl: the same cases in the same order get the same id whether
  * they came inline, uploaded or shipped, however their keys were ordered or their JSON spaced.

@@ -1,12 +1,9 @@
 import type { ObjectStore } from '@agentrun/archive';
 import type { EvalStartPayload } from '@agentrun/contracts';
-import { canonicalJsonl, datasetId, DatasetError, listSuites, loadSuite, parseCase, type EvalCase } from '@agentrun/evals';
+import { canonicalJsonl, datasetId, datasetObjectKey, DatasetError, listSuites, loadSuite, parseCase, type EvalCase } from '@agentrun/evals';
 import type { EvalStore, StoredDataset } from '@agentrun/persistence';
 import type { NamedSpec } from '@agentrun/workflows';
 import type { DatasetCatalogPort, DatasetRefusal, ResolvedDataset } from '../ports';
-
-/** Where a stored dataset's cases live in the object store (the eval workers read them from there). */
-export const datasetKey = (org: string, id: string): string => `datasets/${org}/${id}.jsonl`;
 
 /** Cases one eval run may take: each case's state travels on every event of the run. */
 export const MAX_EVAL_CASES = 500;
@@ -43,7 +40,7 @@ export class DatasetCatalog implements DatasetCatalogPort {
   async save(org: string, name: string, cases: EvalCase[], origin: 'upload' | 'inline'): Promise<StoredDataset> {
     const id = datasetId(cases);
     const text = Buffer.from(canonicalJsonl(cases));
-    if (!(await this.objects.stat(datasetKey(org, id)))) await this.objects.put(datasetKey(org, id), text);
+    if (!(await this.objects.stat(datasetObjectKey(org, id)))) await this.objects.put(datasetObjectKey(org, id), text);
     return this.evals.saveDataset(org, { id, name, origin, case_ids: cases.map((c) => c.id), bytes: text.length });
   }
 
