@@ -54,6 +54,9 @@ class TooLarge extends Error {
 @Controller()
 @UseGuards(OrgGuard)
 export class EvalsController {
+  /** The shipped suites are files of this build: read and parsed once, not on every listing. */
+  private readonly suites = listSuites();
+
   constructor(
     private readonly readModel: ReadModel,
     private readonly evals: EvalStore,
@@ -90,7 +93,7 @@ export class EvalsController {
   @ApiOperation({ summary: "The org's uploaded datasets (newest first) and the suites shipped with the platform" })
   @ApiJson(200, 'datasets and suites', { $ref: '#/components/schemas/DatasetList' })
   async list(@CurrentOrg() org: string): Promise<{ datasets: StoredDataset[]; suites: ReturnType<typeof listSuites> }> {
-    return { datasets: await this.evals.listDatasets(org), suites: listSuites() };
+    return { datasets: await this.evals.listDatasets(org), suites: this.suites };
   }
 
   @Get('runs/:id/results')
