@@ -90,7 +90,7 @@ async function platformRound(platform: Platform, cases: BenchCase[], count?: num
   const t0 = performance.now();
   const started = await platform.http('POST', '/evals', {
     org: ORG,
-    body: { run_id: runId, model: 'scripted', dataset: { name: 'bench-evals', cases }, ...(count ? { cases: count } : {}), solver: 'generate', scorers: ['exact'] },
+    body: { run_id: runId, model: 'scripted', reviewers: ['alice'], dataset: { name: 'bench-evals', cases }, ...(count ? { cases: count } : {}), solver: 'generate', scorers: ['exact'] },
   });
   if (started.status !== 202) throw new Error(`POST /evals answered ${started.status}: ${JSON.stringify(started.body)}`);
   const row = await waitFor(`eval ${runId} to await review`, async () => {

@@ -22,13 +22,16 @@ describe('the dashboard in Chromium', () => {
   let browser: Browser;
   let token: string;
   let otherToken: string;
+  let strangerToken: string;
   const opened = new OpenedPages();
   let firstRunId = '';
 
   beforeAll(async () => {
     [browser] = await Promise.all([launchChromium(), platform.start()]);
     const databaseUrl = stackUrls().databaseUrl(platform.database);
-    token = await createToken(databaseUrl, org);
+    // The person signed in approves evals as the token's subject.
+    token = await createToken(databaseUrl, org, 'alice');
+    strangerToken = await createToken(databaseUrl, org, 'mallory');
     otherToken = await createToken(databaseUrl, otherOrg);
   });
   afterAll(async () => {
@@ -220,13 +223,16 @@ describe('the dashboard in Chromium', () => {
     expect(await page.getByTestId('eval-done').textContent()).toContain('12 of 12');
     await page.getByTestId('chart-case-scores').locator('canvas').waitFor();
 
-    await page.getByLabel('Reviewer', { exact: true }).fill('mallory');
-    await page.getByRole('button', { name: 'Approve' }).click();
-    await page.getByTestId('outcome-approve').locator('.error').waitFor();
-    expect(await page.getByTestId('outcome-approve').textContent()).toBe("422 not a reviewer: 'mallory' is not a reviewer of this run");
+    // A token of the org made for someone not listed: the page approves as its subject, and the run refuses.
+    const stranger = await signedIn(strangerToken);
+    await stranger.goto(`/ui/runs/${runId}`);
+    expect(await stranger.getByTestId('approve-as').textContent()).toBe('You approve as mallory.');
+    await stranger.getByRole('button', { name: 'Approve as mallory' }).click();
+    await stranger.getByTestId('outcome-approve').locator('.error').waitFor();
+    expect(await stranger.getByTestId('outcome-approve').textContent()).toBe("422 not a reviewer: 'mallory' is not a reviewer of this run");
 
-    await page.getByLabel('Reviewer', { exact: true }).fill('alice');
-    await page.getByRole('button', { name: 'Approve' }).click();
+    expect(await page.getByTestId('who').textContent()).toBe(`Signed in as alice (org ${org})`);
+    await page.getByRole('button', { name: 'Approve as alice' }).click();
     await untilStatus(page, 'published', 30_000);
     expect(await page.getByTestId('approved-by').textContent()).toBe('alice');
     await page.screenshot({ path: artifactPath('dashboard-eval-run-page.png'), fullPage: true });

@@ -45,7 +45,7 @@ describe('the eval dashboard in Chromium', () => {
 
   const startEval = async (body: Record<string, unknown>): Promise<string> => {
     const runId = uniqueId('eval');
-    const res = await platform.http('POST', '/evals', { org, body: { run_id: runId, model: 'scripted', ...body } });
+    const res = await platform.http('POST', '/evals', { org, body: { run_id: runId, model: 'scripted', reviewers: ['alice'], ...body } });
     expect(res.status).toBe(202);
     return runId;
   };
@@ -208,6 +208,7 @@ describe('the eval dashboard in Chromium', () => {
     await start.getByLabel(/^Dataset/).selectOption(`id:${stored!.id}`);
     await start.getByLabel('Solver').selectOption('generate');
     await start.getByLabel('Scorers').fill('includes');
+    await start.getByLabel('Reviewers').fill('alice');
     await start.getByRole('button', { name: 'Start eval run' }).click();
     await page.waitForURL(`**/ui/runs/${runId}`);
     await untilStatus(page, 'awaiting_review');

@@ -250,11 +250,19 @@ say "ready: $(( $(date +%s) - t_up ))s after the first up"
 
 # An API token for the tier, made inside the gateway container with its own settings (the apps run in
 # production mode: no X-Org, tokens only).
-token_out="$(compose exec -T gateway node tools/token.js create --org compose-e2e --label compose-tier 2>/dev/null)" ||
+token_out="$(compose exec -T gateway node tools/token.js create --org compose-e2e --subject alice --label compose-tier 2>/dev/null)" ||
   fail "tools/token.js create failed in the gateway container" gateway
 AGENTRUN_COMPOSE_TOKEN="$(printf '%s\n' "$token_out" | awk '$1 == "token:" { print $2 }')"
 [ -n "$AGENTRUN_COMPOSE_TOKEN" ] || fail "no token in the output of tools/token.js create"
 export AGENTRUN_COMPOSE_TOKEN AGENTRUN_COMPOSE_ORG=compose-e2e
+# And a command key of the same org, made in the orchestrator's container (which has the secret keys
+# derive from): commands the tier publishes on Kafka are signed with it.
+key_out="$(compose exec -T orchestrator node tools/token.js command-key create --org compose-e2e 2>/dev/null)" ||
+  fail "tools/token.js command-key create failed in the orchestrator container" orchestrator
+AGENTRUN_COMPOSE_COMMAND_KEY_ID="$(printf '%s\n' "$key_out" | awk '$1 == "id:" { print $2 }')"
+AGENTRUN_COMPOSE_COMMAND_KEY="$(printf '%s\n' "$key_out" | awk '$1 == "key:" { print $2 }')"
+[ -n "$AGENTRUN_COMPOSE_COMMAND_KEY" ] || fail "no key in the output of tools/token.js command-key create"
+export AGENTRUN_COMPOSE_COMMAND_KEY_ID AGENTRUN_COMPOSE_COMMAND_KEY
 
 # ------------------------------------------------------------------------------------------------
 # 4. The tier (or the benchmark)

@@ -1,27 +1,9 @@
-import { execFile } from 'node:child_process';
-import { join } from 'node:path';
-import { promisify } from 'node:util';
 import { createDataSource, migrate, TokenStore } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
 import { Platform, uniqueId } from '../support/platform';
 import { SseClient } from '../support/sse';
-import { REPO_ROOT, stackUrls } from '../support/stack-env';
-
-const run = promisify(execFile);
-
-/** Runs tools/token.js against a database; resolves with its exit code and output, never rejects on a non-zero exit. */
-async function tokenCli(databaseUrl: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  try {
-    const { stdout, stderr } = await run(process.execPath, [join(REPO_ROOT, 'tools/token.js'), ...args], {
-      env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
-      cwd: REPO_ROOT,
-    });
-    return { code: 0, stdout, stderr };
-  } catch (err) {
-    const e = err as { code?: number; stdout?: string; stderr?: string };
-    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
-  }
-}
+import { stackUrls } from '../support/stack-env';
+import { tokenCli } from '../support/token-cli';
 
 const bearer = (token: string) => ({ Authorization: `Bearer ${token}` });
 
@@ -63,11 +45,12 @@ describe('token auth', () => {
   });
 
   it('the CLI creates a token once, lists without values, and refuses bad arguments with exit code 2', async () => {
-    const created = await tokenCli(databaseUrl, 'create', '--org', orgA, '--label', 'e2e');
+    const created = await tokenCli(databaseUrl, 'create', '--org', orgA, '--subject', 'mallory', '--label', 'e2e');
     expect(created.code).toBe(0);
     tokenA = /^token: (ar_[A-Za-z0-9_-]{43})$/m.exec(created.stdout)?.[1] ?? '';
     expect(tokenA).toMatch(/^ar_/);
     expect(created.stdout).toMatch(/^id: +tok_[0-9a-f]{16}$/m);
+    expect(created.stdout).toMatch(/^subject: mallory$/m);
     expect(created.stderr).toMatch(/cannot be shown again/);
     tokenB = (await tokens.create(orgB, 'b')).token;
 
@@ -80,18 +63,19 @@ describe('token auth', () => {
     expect(listed.stdout).not.toMatch(/ar_/);
     const onlyA = await tokenCli(databaseUrl, 'list', '--org', orgA);
     expect(onlyA.stdout).toContain(orgA);
+    expect(onlyA.stdout).toMatch(new RegExp(`\\t${orgA}\\tsubject mallory\\tactive\\t`));
     expect(onlyA.stdout).not.toContain(orgB);
 
     const fromStore = await tokens.list();
     expect(fromStore.length).toBe(2);
-    for (const row of fromStore) expect(Object.keys(row).sort()).toEqual(['created_at', 'id', 'label', 'org', 'revoked_at']);
+    for (const row of fromStore) expect(Object.keys(row).sort()).toEqual(['created_at', 'id', 'label', 'org', 'revoked_at', 'subject']);
     expect(JSON.stringify(fromStore)).not.toMatch(/ar_/);
     // Only a hash is stored.
     const stored = await platform.query<{ token_hash: string }>('SELECT token_hash FROM api_tokens');
     expect(JSON.stringify(stored)).not.toContain(tokenA);
     expect(stored.every((r) => /^[0-9a-f]{64}$/.test(r.token_hash))).toBe(true);
 
-    for (const args of [[], ['create'], ['create', '--org'], ['create', '--org', 'a b'], ['list', '--colour', 'red'], ['revoke'], ['revoke', 'x', 'y'], ['frobnicate']]) {
+    for (const args of [[], ['create'], ['create', '--org'], ['create', '--org', 'a b'], ['create', '--org', 'a', '--subject', 'has space'], ['list', '--colour', 'red'], ['revoke'], ['revoke', 'x', 'y'], ['frobnicate']]) {
       const bad = await tokenCli(databaseUrl, ...args);
       expect({ args, code: bad.code }).toEqual({ args, code: 2 });
       expect(bad.stderr).toMatch(/usage:/);
@@ -168,12 +152,13 @@ describe('token auth', () => {
     expect(theirs.body).toMatchObject({ run_id: runB, status: 'done' });
   });
 
-  it('POST /session sets an HttpOnly SameSite=Strict cookie that works for GET /runs and the SSE stream; DELETE clears it', async () => {
+  it('POST /session sets an HttpOnly SameSite=Strict cookie holding a session id (not the token) that works for GET /runs and the SSE stream; DELETE ends it', async () => {
     const session = await platform.http('POST', '/session', { headers: bearer(tokenA) });
     expect(session.status).toBe(204);
     const setCookie = session.headers.get('set-cookie') ?? '';
     const attributes = setCookie.split(';').map((p) => p.trim());
-    expect(attributes[0]).toBe(`agentrun_session=${tokenA}`);
+    expect(attributes[0]).toMatch(/^agentrun_session=[A-Za-z0-9_-]{43}$/);
+    expect(attributes[0]).not.toContain(tokenA);
     expect(attributes).toEqual(expect.arrayContaining(['HttpOnly', 'SameSite=Strict', 'Path=/']));
     expect(attributes).not.toContain('Secure'); // plain http here
     const cookie = { Cookie: `theme=dark; ${attributes[0]}` };
@@ -194,7 +179,7 @@ describe('token auth', () => {
     // The token may come in the body too; a bad one sets nothing.
     const byBody = await platform.http('POST', '/session', { body: { token: tokenB } });
     expect(byBody.status).toBe(204);
-    expect(byBody.headers.get('set-cookie')).toMatch(new RegExp(`^agentrun_session=${tokenB};`));
+    expect(byBody.headers.get('set-cookie')).toMatch(/^agentrun_session=[A-Za-z0-9_-]{43};/);
     const bad = await platform.http('POST', '/session', { body: { token: 'ar_nope' } });
     expect(bad.status).toBe(401);
     expect(bad.headers.get('set-cookie')).toBeNull();
@@ -203,23 +188,25 @@ describe('token auth', () => {
     const ended = await platform.http('DELETE', '/session', { headers: cookie });
     expect(ended.status).toBe(204);
     expect(ended.headers.get('set-cookie')).toMatch(/^agentrun_session=;.*Max-Age=0/);
+    expect((await platform.http('GET', '/runs', { headers: cookie })).status).toBe(401);
   });
 
-  it('a revoked token, as bearer or as session cookie, is refused on the very next request', async () => {
+  it('a revoked token, as bearer or through a session it opened, is refused on the very next request', async () => {
     const { id, token } = await tokens.create(orgA, 'short-lived');
-    await platform.http('POST', '/session', { headers: bearer(token) });
+    const session = await platform.http('POST', '/session', { headers: bearer(token) });
+    const cookie = { Cookie: (session.headers.get('set-cookie') ?? '').split(';')[0] };
     expect((await platform.http('GET', '/runs', { headers: bearer(token) })).status).toBe(200);
-    expect((await platform.http('GET', '/runs', { headers: { Cookie: `agentrun_session=${token}` } })).status).toBe(200);
+    expect((await platform.http('GET', '/runs', { headers: cookie })).status).toBe(200);
 
     const revoked = await tokenCli(databaseUrl, 'revoke', id);
     expect(revoked.code).toBe(0);
     expect(revoked.stdout).toContain(`revoked ${id}`);
     expect((await platform.http('GET', '/runs', { headers: bearer(token) })).status).toBe(401);
-    expect((await platform.http('GET', '/runs', { headers: { Cookie: `agentrun_session=${token}` } })).status).toBe(401);
+    expect((await platform.http('GET', '/runs', { headers: cookie })).status).toBe(401);
     expect((await platform.http('POST', '/session', { headers: bearer(token) })).status).toBe(401);
 
     const listed = await tokenCli(databaseUrl, 'list', '--org', orgA);
-    expect(listed.stdout).toMatch(new RegExp(`${id}\\t${orgA}\\trevoked `));
+    expect(listed.stdout).toMatch(new RegExp(`${id}\\t${orgA}\\tno subject\\trevoked `));
     expect(listed.stdout).not.toContain(token);
     expect((await tokenCli(databaseUrl, 'revoke', id)).stdout).toMatch(/already revoked/);
     expect((await tokenCli(databaseUrl, 'revoke', 'tok_0000000000000000')).code).toBe(1);

@@ -650,11 +650,9 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
       { value: Buffer.from(JSON.stringify({ ...base, seq: 1, ts: '0000-01-01T00:00:00Z' })), detail: /out of range/ },
     ];
     const lastSeqBefore = (await platform.query<{ last_seq: number }>('SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2', [org, agentId]))[0].last_seq;
-    // Keyed by the in-flight agent, so they sit in its partition, among its own events.
-    await producer.send({
-      topic: platform.topic(TOPICS.runEvents),
-      messages: [...poison.map((p) => ({ key: agentId, value: p.value })), { key: agentId, value: JSON.stringify({ ...base, seq: 1, payload: { note: 'after the poison 🚀' } }) }],
-    });
+    // Keyed by the in-flight agent, so they sit in its partition, among its own events. Signed with the
+    // platform's key: what is tested here is reading, past the signature check (event-auth.e2e.ts tests that).
+    await platform.publishRunEvents([...poison.map((p) => ({ key: agentId, value: p.value })), { key: agentId, value: JSON.stringify({ ...base, seq: 1, payload: { note: 'after the poison 🚀' } }) }]);
     await waitFor('every poison event dead-lettered', () => eventsDlq.filter((d) => d.key === agentId).length === poison.length, 30_000);
     const records = eventsDlq.filter((d) => d.key === agentId).map((d) => d.value);
     const byBytes = new Map(records.map((r) => [r.original_base64, r]));

@@ -42,7 +42,8 @@ describe('EvalRun and its console', () => {
   afterAll(() => platform.stop());
 
   const stateOf = async (runId: string): Promise<EvalState> => (await platform.http('GET', `/runs/${runId}`, { org })).body.state as EvalState;
-  const startEval = (body: Record<string, unknown>, headers: Record<string, string> = {}) => platform.http('POST', '/evals', { org, body, headers });
+  // Every eval names a reviewer (there are no default ones); a test that is about reviewers names its own.
+  const startEval = (body: Record<string, unknown>, headers: Record<string, string> = {}) => platform.http('POST', '/evals', { org, body: { reviewers: ['alice'], ...body }, headers });
 
   it('runs its cases with failures and hiccups, waits for review, and a listed reviewer publishes it once', async () => {
     const caseIds = caseIdsOf(8);
@@ -141,7 +142,7 @@ describe('errored cases ungraded (AGENTRUN_ERRORED_TURN_UNGRADED)', () => {
       const platform = new Platform({ AGENTRUN_ERRORED_TURN_UNGRADED: flag, CASE_TICK_MS: '20', CASE_HICCUP_PER_MILLE: '0' });
       await platform.start();
       try {
-        await platform.http('POST', '/evals', { org, body: { run_id: runId, model: 'm', suite: 's', cases: 24, fail_fraction: 0.5 } });
+        await platform.http('POST', '/evals', { org, body: { run_id: runId, model: 'm', suite: 's', cases: 24, fail_fraction: 0.5, reviewers: ['alice'] } });
         await platform.waitForStatus(org, runId, 'awaiting_review');
         results[flag] = (await platform.http('GET', `/runs/${runId}`, { org })).body.state;
       } finally {
@@ -166,7 +167,7 @@ describe('errored cases ungraded (AGENTRUN_ERRORED_TURN_UNGRADED)', () => {
     await platform.start();
     try {
       const runId = uniqueId('eval-retry');
-      await platform.http('POST', '/evals', { org: 'acme', body: { run_id: runId, model: 'm', suite: 's', cases: 24, fail_fraction: 0.5 } });
+      await platform.http('POST', '/evals', { org: 'acme', body: { run_id: runId, model: 'm', suite: 's', cases: 24, fail_fraction: 0.5, reviewers: ['alice'] } });
       await platform.waitForStatus('acme', runId, 'awaiting_review');
       const state = (await platform.http('GET', `/runs/${runId}`, { org: 'acme' })).body.state as { cases: Record<string, { status: string }> };
       const expected = Object.entries(state.cases).filter(([, c]) => c.status === 'failed' || c.status === 'ungraded').map(([id]) => id).sort();
@@ -206,5 +207,26 @@ describe('eval commands over Kafka', () => {
     const approve = { command_id: uniqueId('c'), type: 'eval.approve', org: 'acme', run_id: runId, payload: { reviewer: 'alice' } };
     await platform.publishCommand(approve);
     await platform.waitForStatus('acme', runId, 'published');
+  });
+
+  it('an eval.start without reviewers (absent or empty) is rejected invalid_payload, and starts nothing (issue 16, finding 6)', async () => {
+    const outcomes = await platform.follow<{ command_id: string; outcome: string; reason?: string; message?: string }>('agentrun.command-results.v1');
+    const starts = [{ model: 'm', suite: 's', cases: 2 }, { model: 'm', suite: 's', cases: 2, reviewers: [] }].map((payload) => ({
+      command_id: uniqueId('c'),
+      type: 'eval.start',
+      org: 'acme',
+      run_id: uniqueId('eval-nobody'),
+      payload,
+    }));
+    for (const command of starts) await platform.publishCommand(command);
+    await waitFor('both outcomes', () => starts.every((c) => outcomes.some((o) => o.value.command_id === c.command_id)), 60_000);
+    for (const command of starts) {
+      expect(outcomes.find((o) => o.value.command_id === command.command_id)?.value).toMatchObject({
+        outcome: 'rejected',
+        reason: 'invalid_payload',
+        message: expect.stringMatching(/^an eval needs at least one reviewer/),
+      });
+      expect((await platform.http('GET', `/runs/${command.run_id}`, { org: 'acme' })).status).toBe(404);
+    }
   });
 });

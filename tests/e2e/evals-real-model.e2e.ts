@@ -36,7 +36,7 @@ describe('Evals against a real model', () => {
     const runId = uniqueId('eval-real');
     const started = await platform.http('POST', '/evals', {
       org,
-      body: { run_id: runId, model: REAL_MODEL, dataset: { name: 'qa' }, solver: { name: 'generate', max_tokens: 24, temperature: 0 }, scorers: ['exact', 'includes'] },
+      body: { run_id: runId, model: REAL_MODEL, reviewers: ['alice'], dataset: { name: 'qa' }, solver: { name: 'generate', max_tokens: 24, temperature: 0 }, scorers: ['exact', 'includes'] },
     });
     expect(started.status).toBe(202);
     const t0 = Date.now();
@@ -69,7 +69,7 @@ describe('Evals against a real model', () => {
   ])('evaluates the shipped %s suite with its default scorers', async (suiteName, solver) => {
     const suite = loadSuite(suiteName);
     const runId = uniqueId(`eval-real-${suiteName}`);
-    expect((await platform.http('POST', '/evals', { org, body: { run_id: runId, model: REAL_MODEL, dataset: { name: suiteName }, solver } })).status).toBe(202);
+    expect((await platform.http('POST', '/evals', { org, body: { run_id: runId, model: REAL_MODEL, reviewers: ['alice'], dataset: { name: suiteName }, solver } })).status).toBe(202);
     const t0 = Date.now();
     await platform.waitForStatus(org, runId, 'awaiting_review', 600_000);
     const state = (await platform.http('GET', `/runs/${runId}`, { org })).body.state;

@@ -14,7 +14,8 @@ describe('Real evaluations', () => {
   beforeAll(() => platform.start());
   afterAll(() => platform.stop());
 
-  const startEval = (body: Record<string, unknown>) => platform.http('POST', '/evals', { org, body });
+  // Every eval names a reviewer (there are no default ones).
+  const startEval = (body: Record<string, unknown>) => platform.http('POST', '/evals', { org, body: { reviewers: ['alice'], ...body } });
   const stateOf = async (runId: string) => (await platform.http('GET', `/runs/${runId}`, { org })).body.state;
   const allResults = async (runId: string, query = ''): Promise<CaseResultRow[]> => {
     const rows: CaseResultRow[] = [];

@@ -1,8 +1,9 @@
 import { spawn } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { createToken } from '../support/browser';
 import { Platform, uniqueId } from '../support/platform';
-import { REPO_ROOT } from '../support/stack-env';
+import { REPO_ROOT, stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
 
 /**
@@ -56,19 +57,22 @@ async function run(command: string, args: string[], cwd: string, env: Record<str
 }
 
 describe('the OpenAPI document under schemathesis', () => {
-  const platform = new Platform();
+  // Production mode, as a deployment runs: the fuzzer is a token-holding client of one org, and every
+  // check production adds (tokens, the Host allow-list, the Origin rule) is in the path it explores.
+  const platform = new Platform({ AGENTRUN_MODE: 'production' });
   beforeAll(() => platform.start());
   afterAll(() => platform.stop());
 
   it('finds no request the gateway answers otherwise than its document says', async () => {
     if (!existsSync(ST)) throw new Error(`${ST} is missing: run bash deploy/local/ensure-schemathesis.sh`);
     const org = uniqueId('fuzz');
+    const auth = { Authorization: `Bearer ${await createToken(stackUrls().databaseUrl(platform.database), org)}` };
     // A list cursor is signed, so none the fuzzer makes up is valid: page through two real runs for
     // one, which the config file has every listing send.
     for (const runId of ['seed-1', 'seed-2']) {
-      expect((await platform.http('POST', '/agents', { org, body: { run_id: runId, goal: 'give the fuzzer a page', max_steps: 1 } })).status).toBe(202);
+      expect((await platform.http('POST', '/agents', { headers: auth, body: { run_id: runId, goal: 'give the fuzzer a page', max_steps: 1 } })).status).toBe(202);
     }
-    const cursor = await waitFor('a second page of runs', async () => ((await platform.http('GET', '/runs?limit=1', { org })).body.next_cursor as string | null) ?? undefined, 60_000);
+    const cursor = await waitFor('a second page of runs', async () => ((await platform.http('GET', '/runs?limit=1', { headers: auth })).body.next_cursor as string | null) ?? undefined, 60_000);
     const args = [
       '--config-file',
       CONFIG,
@@ -93,7 +97,7 @@ describe('the OpenAPI document under schemathesis', () => {
       '--request-timeout',
       '20',
       '--header',
-      `X-Org: ${org}`,
+      `Authorization: ${auth.Authorization}`,
       '--generation-database',
       'none',
       '--no-color',

@@ -74,16 +74,43 @@ describe('the projection into Postgres', () => {
     expect(new Date(manifest[2].captured_at).toISOString()).toBe(batch[3].ts);
   });
 
-  it('an out-of-order duplicate never moves the row backwards, and created_at is the first event\'s', async () => {
-    await applyRunEvents(dataSource, [event('r2', 3, 'paused'), event('r2', 4)]);
-    expect(await runRow('r2')).toMatchObject({ status: 'paused', last_seq: 4 });
-    await applyRunEvents(dataSource, [event('r2', 1, 'running'), event('r2', 2, 'running'), event('r2', 3, 'paused')]);
+  it('moves a run only along its contiguous seq prefix: an event past a gap is stored, and applied with those after it when the gap fills', async () => {
+    expect(await applyRunEvents(dataSource, [event('r2', 3, 'paused'), event('r2', 4)])).toEqual({ inserted: 2, applied: 0, touched: [] });
+    // Stored, but nothing anyone reads shows it: no row, no events.
+    expect(await runRow('r2')).toBeUndefined();
+    expect(await readModel.eventsAfter('acme', 'r2', 0, 100)).toEqual([]);
+    await applyRunEvents(dataSource, [event('r2', 1, 'running')]);
+    expect(await runRow('r2')).toMatchObject({ status: 'running', state_seq: 1, last_seq: 1 });
+    expect((await readModel.lastEvents('acme', 'r2', 10)).map((e) => e.seq)).toEqual([1]);
+    // Seq 2 fills the gap: 2, then the stored 3 and 4, in order; the batch's own copy of 3 is a replay.
+    const filled = await applyRunEvents(dataSource, [event('r2', 2, 'running'), event('r2', 3, 'paused')]);
+    expect(filled).toEqual({ inserted: 1, applied: 3, touched: [{ org: 'acme', run_id: 'r2', seq: 4 }] });
     const row = await runRow('r2');
     expect(row).toMatchObject({ status: 'paused', state_seq: 3, last_seq: 4 });
     expect(row.created_at.toISOString()).toBe('2026-11-29T17:00:01.000Z');
     await applyRunEvents(dataSource, [event('r2', 5, 'cancelled'), event('r2', 2, 'running')]);
     expect(await runRow('r2')).toMatchObject({ status: 'cancelled', state_seq: 5, last_seq: 5 });
     expect((await readModel.eventsAfter('acme', 'r2', 0, 100)).map((e) => e.seq)).toEqual([1, 2, 3, 4, 5]);
+  });
+
+  it('a seq far past the prefix (the forged jump to 99999) changes no state, no last_seq and no event list', async () => {
+    await applyRunEvents(dataSource, [event('r5', 1, 'running'), event('r5', 2, 'done')]);
+    const before = await runRow('r5');
+    const forged: RunEventEnvelope = { ...event('r5', 99_999, 'failed', '2026-11-29T17:01:00.000Z'), payload: { state: { status: 'failed', goal: 'pwned', step: 0, max_steps: 9, policy: 'scripted', tier: 'batch' } } };
+    expect(await applyRunEvents(dataSource, [forged])).toEqual({ inserted: 1, applied: 0, touched: [] });
+    expect(await runRow('r5')).toEqual(before);
+    expect(await readModel.getRun('acme', 'r5')).toMatchObject({ status: 'done', last_seq: 2, state: { goal: 'g' } });
+    expect((await readModel.lastEvents('acme', 'r5', 10)).map((e) => e.seq)).toEqual([1, 2]);
+    expect((await readModel.eventsAfter('acme', 'r5', 0, 100)).map((e) => e.seq)).toEqual([1, 2]);
+  });
+
+  it('two batches of one run applied at once, each holding what fills the other\'s gap, leave the whole prefix applied', async () => {
+    await applyRunEvents(dataSource, [event('r6', 1, 'running')]);
+    for (let round = 0; round < 5; round++) {
+      const base = 2 + round * 2;
+      await Promise.all([applyRunEvents(dataSource, [event('r6', base, 'running')]), applyRunEvents(dataSource, [event('r6', base + 1, 'running')])]);
+    }
+    expect(await runRow('r6')).toMatchObject({ last_seq: 11, state_seq: 11 });
   });
 
   it('NOTIFYs once per committed batch, naming the newest seq per run, and not for a pure replay', async () => {

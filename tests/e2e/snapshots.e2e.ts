@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { snapshotObjectKeys, TOPICS, type CommandOutcome, type RunEventEnvelope, type SnapshotRow } from '@agentrun/contracts';
@@ -79,11 +79,21 @@ describe('snapshots and forks on the real servers', () => {
     expect(rows.map((r) => r.version)).toEqual(oneToN(rows.length));
     const manifest = await platform.http('GET', `/runs/${runId}/snapshots`, { org });
     expect(manifest.status).toBe(200);
-    expect(manifest.body.items).toEqual(rows);
-    // The trajectory is cumulative: the final one holds every event up to the final capture.
+    // Over HTTP each row gives the archive's and the trajectory's links where the event named the
+    // object store's locations, and leaves out the location no route serves.
+    const shown = rows.map((row) => {
+      const expected: SnapshotRow = { ...row };
+      delete expected.env_universe_id;
+      if (row.trajectory_s3_uri) expected.trajectory_s3_uri = `/runs/${runId}/snapshots/${row.snapshot_id}/trajectory`;
+      if (row.bundle_object_url) expected.bundle_object_url = `/runs/${runId}/snapshots/${row.snapshot_id}/archive`;
+      return expected;
+    });
+    expect(manifest.body.items).toEqual(shown);
+    // The final trajectory (its segments read back) holds every event up to the final capture.
     await replayHistories(client, [{ workflowId: `${org}/${runId}`, file: 'snapshot-series.history.pb' }]);
-    const finalTrajectory = readFileSync(join(platform.dataDir, 'objects', snapshotObjectKeys(org, runId, rows[rows.length - 1].snapshot_id).trajectory), 'utf8').trim().split('\n');
-    expect(finalTrajectory.length).toBeGreaterThan(6);
+    const finalTrajectory = await platform.http('GET', `/runs/${runId}/snapshots/${rows[rows.length - 1].snapshot_id}/trajectory`, { org });
+    expect(finalTrajectory.status).toBe(200);
+    expect(String(finalTrajectory.body).trim().split('\n').length).toBeGreaterThan(6);
   });
 
   it('a spent budget is recorded once; the final capture is still taken (max_snapshots + 1 captures at most), across continue-as-new', async () => {
@@ -226,9 +236,10 @@ describe('snapshots and forks on the real servers', () => {
       const rows = await rowsOf(runId);
       expect(rows).toHaveLength(1);
       expect(rows[0]).toMatchObject({ is_final: true, capture_status: 'ok' });
-      // The dead attempt left nothing half-written under the snapshot's prefix.
+      // The dead attempt left nothing half-written under the snapshot's prefix, nor beside its trajectory segment.
       const dir = join(platform.dataDir, 'objects', org, runId, 'snapshots', rows[0].snapshot_id);
-      expect(readdirSync(dir).sort()).toEqual(['state.json', 'trajectory.jsonl', 'workspace.tar.gz']);
+      expect(readdirSync(dir).sort()).toEqual(['state.json', 'workspace.tar.gz']);
+      expect(readdirSync(join(platform.dataDir, 'objects', org, runId, 'trajectory'))).toEqual([`to-${String(rows[0].trajectory_last_seq).padStart(12, '0')}.jsonl`]);
     });
   });
 
@@ -310,7 +321,7 @@ describe('snapshots and forks on the real servers', () => {
       expect(foreign.status).toBe(404);
       expect(foreign.body).toMatchObject({ reason: 'unknown_run' });
       const evalRun = uniqueId('eval');
-      expect((await platform.http('POST', '/evals', { org, body: { run_id: evalRun, model: 'm', suite: 's', cases: 1 } })).status).toBe(202);
+      expect((await platform.http('POST', '/evals', { org, body: { run_id: evalRun, model: 'm', suite: 's', cases: 1, reviewers: ['alice'] } })).status).toBe(202);
       await waitFor('the eval run in the read model', async () => (await platform.http('GET', `/runs/${evalRun}`, { org })).status === 200);
       const wrongKind = await platform.http('POST', `/runs/${evalRun}/fork`, { org, body: { snapshot_id: 'snap-0001' } });
       expect(wrongKind.status).toBe(409);

@@ -74,8 +74,9 @@ export function artifactPath(name: string): string {
 }
 
 /** A new API token for `org`, minted by the token CLI (tools/token.js) against the platform's database. */
-export async function createToken(databaseUrl: string, org: string): Promise<string> {
-  const { stdout } = await run(process.execPath, [join(REPO_ROOT, 'tools/token.js'), 'create', '--org', org, '--label', 'browser-tests'], {
+export async function createToken(databaseUrl: string, org: string, subject?: string): Promise<string> {
+  const args = ['create', '--org', org, '--label', 'browser-tests', ...(subject ? ['--subject', subject] : [])];
+  const { stdout } = await run(process.execPath, [join(REPO_ROOT, 'tools/token.js'), ...args], {
     env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl },
     cwd: REPO_ROOT,
   });

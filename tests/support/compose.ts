@@ -2,7 +2,8 @@ import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
 import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
-import { TOPICS } from '@agentrun/contracts';
+import { COMMAND_KEY_ID_HEADER, COMMAND_SIGNATURE_HEADER, TOPICS } from '@agentrun/contracts';
+import { signRecordValue } from '@agentrun/kafka';
 import { followInto, type TopicRecord } from './platform';
 import { SseClient } from './sse';
 import { REPO_ROOT } from './stack-env';
@@ -26,6 +27,8 @@ export class ComposeStack {
   readonly prefix = process.env.AGENTRUN_HOST_PORT_PREFIX ?? '';
   readonly token = required('AGENTRUN_COMPOSE_TOKEN');
   readonly org = required('AGENTRUN_COMPOSE_ORG');
+  /** The org's command key: the apps run in production mode, where a command on Kafka must be signed. */
+  private readonly commandKey = { id: required('AGENTRUN_COMPOSE_COMMAND_KEY_ID'), key: required('AGENTRUN_COMPOSE_COMMAND_KEY') };
   private readonly composeCmd = required('AGENTRUN_COMPOSE_CMD');
   readonly gatewayUrl = `http://127.0.0.1:${this.port(8080)}`;
   readonly kafka = new Kafka({
@@ -70,7 +73,9 @@ export class ComposeStack {
       this.producer = this.kafka.producer({ allowAutoTopicCreation: false });
       await this.producer.connect();
     }
-    await this.producer.send({ topic: TOPICS.commands, messages: [{ key: command.run_id, value: JSON.stringify(command) }] });
+    const value = JSON.stringify(command);
+    const headers = { [COMMAND_KEY_ID_HEADER]: this.commandKey.id, [COMMAND_SIGNATURE_HEADER]: signRecordValue(this.commandKey.key, value) };
+    await this.producer.send({ topic: TOPICS.commands, messages: [{ key: command.run_id, value, headers }] });
   }
 
   /** Follows a topic from the beginning; the returned array fills as records arrive. */

@@ -8,7 +8,8 @@ import { Client as PgClient } from 'pg';
 import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
 import { TOPICS } from '@agentrun/contracts';
 import { startModelServer, type ModelServer } from '../../apps/model-server/src/model-server';
-import { platformTopicSpecs, type TopicSpecSettings } from '@agentrun/kafka';
+import { DEVELOPMENT_EVENT_KEY, parseEventKeys, type EventKey } from '@agentrun/config';
+import { EventSigner, platformTopicSpecs, type TopicSpecSettings } from '@agentrun/kafka';
 import { kafkaClientOfProperties, pgClientOf, secureStack, type SecureStack } from './secure-stack';
 import { REPO_ROOT, stackEnv, stackUrls } from './stack-env';
 import { waitFor } from './wait';
@@ -48,14 +49,27 @@ async function migrateDatabase(settings: Record<string, string>): Promise<void> 
 
 /** A port nothing listens on right now (the kernel picks it). */
 export async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const address = server.address();
-      server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
-    });
+  return (await freePorts(1))[0];
+}
+
+/**
+ * `count` distinct free ports. Each is held until all are chosen: a port closed at once may be handed
+ * out again by the very next listen(0), and two apps given one port make one fail with EADDRINUSE.
+ */
+export async function freePorts(count: number): Promise<number[]> {
+  const servers = await Promise.all(
+    Array.from({ length: count }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
+      const server = createServer();
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => resolve(server));
+    })),
+  );
+  const ports = servers.map((server) => {
+    const address = server.address();
+    return typeof address === 'object' && address ? address.port : 0;
   });
+  await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
+  return ports;
 }
 
 export interface TopicRecord<T = unknown> {
@@ -63,6 +77,10 @@ export interface TopicRecord<T = unknown> {
   offset: string;
   key: string | null;
   value: T;
+  /** The record's headers as text. */
+  headers: Record<string, string>;
+  /** The value's bytes as they were on the topic (what a signature covers). */
+  bytes: Buffer;
 }
 
 /** Runs a connected consumer over `topic` from the beginning; the returned array fills as records arrive (JSON parsed when it is JSON). */
@@ -78,7 +96,8 @@ export async function followInto<T>(consumer: Consumer, topic: string): Promise<
       } catch {
         // not JSON: keep the text
       }
-      records.push({ partition, offset: message.offset, key: message.key?.toString('utf8') ?? null, value: value as T });
+      const headers = Object.fromEntries(Object.entries(message.headers ?? {}).map(([name, v]) => [name, String(Array.isArray(v) ? v[0] : v)]));
+      records.push({ partition, offset: message.offset, key: message.key?.toString('utf8') ?? null, value: value as T, headers, bytes: message.value ?? Buffer.alloc(0) });
     },
   });
   return records;
@@ -125,6 +144,12 @@ export class Platform {
   /** The deterministic OpenAI-compatible model server the orchestrator calls. */
   model?: ModelServer;
 
+  /**
+   * The key the services sign and verify run events with: AGENTRUN_EVENT_KEYS if the test sets it, a
+   * fresh one in production mode (which refuses the development key), else the development key.
+   */
+  readonly eventKey: EventKey;
+
   /** Settings for one app only, applied the next time it starts (e.g. a slower snapshotter). */
   readonly appEnv: Partial<Record<Instance, Record<string, string>>> = {};
 
@@ -139,6 +164,8 @@ export class Platform {
       ? new Kafka({ ...kafkaClientOfProperties(this.secure.outside, `outside-e2e-${this.id}`), logLevel: logLevel.NOTHING })
       : new Kafka({ clientId: `e2e-${this.id}`, brokers: this.urls.kafkaBrokers, logLevel: logLevel.NOTHING });
     this.dataDir = join(REPO_ROOT, '.stack', 'test-runs', this.id);
+    const given = this.extraEnv.AGENTRUN_EVENT_KEYS;
+    this.eventKey = given ? parseEventKeys(given)[0] : this.production ? { kid: this.id, secret: Buffer.from(randomBytes(32).toString('hex')) } : DEVELOPMENT_EVENT_KEY;
   }
 
   topic(name: string): string {
@@ -160,6 +187,9 @@ export class Platform {
   private get production(): boolean {
     return this.extraEnv.AGENTRUN_MODE === 'production';
   }
+
+  /** The orchestrator's AGENTRUN_COMMAND_KEY_SECRET in production mode: the token CLI needs the same to issue command keys. */
+  readonly commandKeySecret = `command-keys-${randomBytes(24).toString('hex')}`;
 
   /** The services' own database role in production mode (the stack's role has the development password). */
   private readonly serviceRole = { user: `agentrun_${this.id}`, password: randomBytes(12).toString('hex') };
@@ -232,7 +262,9 @@ export class Platform {
     }
 
     this.model = await startModelServer({ port: 0 });
-    for (const instance of this.instances()) this.ports[instance] = await freePort();
+    const instances = this.instances();
+    const ports = await freePorts(instances.length);
+    instances.forEach((instance, i) => (this.ports[instance] = ports[i]));
     await Promise.all(this.instances().map((instance) => this.startApp(instance)));
   }
 
@@ -256,8 +288,17 @@ export class Platform {
       HOME: process.env.HOME ?? '/root',
       AGENTRUN_MODE: 'local',
       AGENTRUN_PROFILE: 'test',
-      // Production mode refuses the development cursor secret.
-      ...(this.production ? { CURSOR_SECRET: `cursor-${this.id}-${this.serviceRole.password}` } : {}),
+      // Production mode refuses the development cursor secret, and needs the names the gateway answers to.
+      // Commands on Kafka are verified against keys derived from AGENTRUN_COMMAND_KEY_SECRET; run events
+      // are signed with this platform's own key.
+      ...(this.production
+        ? {
+            CURSOR_SECRET: `cursor-${this.id}-${this.serviceRole.password}`,
+            GATEWAY_ALLOWED_HOSTS: '127.0.0.1,localhost',
+            AGENTRUN_COMMAND_KEY_SECRET: this.commandKeySecret,
+            AGENTRUN_EVENT_KEYS: `${this.eventKey.kid}:${this.eventKey.secret.toString()}`,
+          }
+        : {}),
       KAFKA_BROKERS: this.urls.kafkaBrokers.join(','),
       AGENTRUN_TOPIC_PREFIX: this.topicPrefix,
       ...Object.fromEntries(Object.entries(this.topicSettings()).map(([key, value]) => [key, String(value)])),
@@ -342,12 +383,25 @@ export class Platform {
   }
 
   /** Publishes raw values to the commands topic with a plain kafkajs producer, as an outside system would. */
-  async publishCommands(messages: { key: string; value: string | Buffer }[]): Promise<void> {
+  async publishCommands(messages: { key: string; value: string | Buffer; headers?: Record<string, string> }[]): Promise<void> {
     if (!this.producer) {
       this.producer = this.kafka.producer({ allowAutoTopicCreation: false });
       await this.producer.connect();
     }
     await this.producer.send({ topic: this.topic(TOPICS.commands), messages });
+  }
+
+  /**
+   * Publishes raw values to the run-events topic, as the publish activity would: each signed with
+   * `key` (the platform's own by default; `null` sends them unsigned, as a forger without the key would).
+   */
+  async publishRunEvents(messages: { key: string; value: string | Buffer }[], key: EventKey | null = this.eventKey): Promise<void> {
+    if (!this.producer) {
+      this.producer = this.kafka.producer({ allowAutoTopicCreation: false });
+      await this.producer.connect();
+    }
+    const signer = key && new EventSigner(key);
+    await this.producer.send({ topic: this.topic(TOPICS.runEvents), messages: messages.map((m) => ({ ...m, headers: signer ? signer.headers(m.value) : {} })) });
   }
 
   async publishCommand(command: Record<string, unknown> & { run_id: string }): Promise<void> {

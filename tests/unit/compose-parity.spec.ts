@@ -351,7 +351,7 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
       expect(envOf(s).POSTGRES_PASSWORD).toBeUndefined();
       expect(s.secrets).toEqual(['database_password']);
       expect(compose.secrets?.database_password?.file).toBe('.stack/compose/secrets/database-password');
-      expect(readFileSync(join(REPO_ROOT, 'deploy', 'compose', 'make-secrets.sh'), 'utf8')).toContain('for name in database-password cursor-secret');
+      expect(readFileSync(join(REPO_ROOT, 'deploy', 'compose', 'make-secrets.sh'), 'utf8')).toContain('for name in database-password cursor-secret command-key-secret');
     });
   });
 
@@ -486,6 +486,12 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
           expect(env.CURSOR_SECRET_FILE).toBe('/run/secrets/cursor_secret');
           expect(service(app).secrets).toContain('cursor_secret');
           expect(compose.secrets?.cursor_secret?.file).toBe('.stack/compose/secrets/cursor-secret');
+        }
+        // Production mode refuses every unsigned command on Kafka: the orchestrator has the secret keys derive from.
+        if (app === 'orchestrator') {
+          expect(env.AGENTRUN_COMMAND_KEY_SECRET_FILE).toBe('/run/secrets/command_key_secret');
+          expect(service(app).secrets).toContain('command_key_secret');
+          expect(compose.secrets?.command_key_secret?.file).toBe('.stack/compose/secrets/command-key-secret');
         }
       });
 

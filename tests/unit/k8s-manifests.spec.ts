@@ -88,7 +88,9 @@ const AGREED_SETTINGS = [
   'DATABASE_STATEMENT_TIMEOUT_MS', 'DATABASE_MIGRATE', 'ORCHESTRATOR_ROLES',
 ];
 /** Secrets that may also come from a file named by KEY_FILE. */
-const SECRET_SETTINGS = ['KAFKA_SASL_PASSWORD', 'KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET', 'KAFKA_SSL_KEY_PASSWORD', 'TEMPORAL_API_KEY', 'DATABASE_PASSWORD', 'CURSOR_SECRET'];
+const SECRET_SETTINGS = ['KAFKA_SASL_PASSWORD', 'KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET', 'KAFKA_SSL_KEY_PASSWORD', 'TEMPORAL_API_KEY', 'DATABASE_PASSWORD', 'CURSOR_SECRET', 'AGENTRUN_EVENT_KEYS'];
+/** What an operator's Secret holds for settings with a form of their own (any value of that form stands in). */
+const OPERATOR_VALUES: Record<string, string> = { AGENTRUN_EVENT_KEYS: `k1:${'0123456789abcdef'.repeat(4)}` };
 /** Read by the AWS SDK's default credential chain, not by our specs. */
 const AWS_SETTINGS = /^AWS_/;
 const KNOWN_SETTINGS = new Set([
@@ -158,7 +160,7 @@ function environmentOf(objects: K8sObject[], container: K8sObject, podName = 'po
     const value = secret?.data?.[ref.key] ?? secret?.stringData?.[ref.key];
     // A Secret the overlay does not render is created by the operator: any non-empty value stands in.
     if (secret) env[entry.name] = value === undefined ? undefined : secret.data ? Buffer.from(value, 'base64').toString('utf8') : value;
-    else if (!ref.optional) env[entry.name] = `value of ${ref.name}/${ref.key}`;
+    else if (!ref.optional) env[entry.name] = OPERATOR_VALUES[entry.name] ?? `value of ${ref.name}/${ref.key}`;
   }
   return { env, fromSecret, fromField };
 }

@@ -6,11 +6,13 @@
 import {
   ConfigError,
   databaseSpec,
+  eventSigningSpec,
   kafkaSpec,
   lifecycleSpec,
   modeSpec,
   objectStoreSpec,
   profileSpec,
+  quotasSpec,
   runDefaultsSpec,
   modelEndpointNamesSpec,
   temporalSpec,
@@ -39,6 +41,8 @@ const GROUPS = {
   toolActivity: toolActivitySpec,
   runDefaults: runDefaultsSpec,
   modelEndpointNames: modelEndpointNamesSpec,
+  quotas: quotasSpec,
+  eventSigning: eventSigningSpec,
 } satisfies Record<string, Spec>;
 type Group = keyof typeof GROUPS;
 
@@ -55,15 +59,15 @@ const SERVICES: Record<string, Service> = {
   gateway: {
     spec: gatewaySpec,
     load: loadGatewayConfig,
-    groups: ['lifecycle', 'mode', 'profile', 'kafka', 'temporal', 'database', 'objectStore', 'runDefaults', 'modelEndpointNames'],
-    own: ['GATEWAY_PORT', 'GATEWAY_HOST', 'CURSOR_SECRET', 'SSE_KEEPALIVE_SECONDS', 'RUN_LAST_EVENTS'],
+    groups: ['lifecycle', 'mode', 'profile', 'kafka', 'temporal', 'database', 'objectStore', 'runDefaults', 'modelEndpointNames', 'quotas'],
+    own: ['GATEWAY_PORT', 'GATEWAY_HOST', 'GATEWAY_ALLOWED_HOSTS', 'GATEWAY_TRUST_PROXY', 'GATEWAY_SESSION_IDLE_SECONDS', 'GATEWAY_SESSION_MAX_SECONDS', 'CURSOR_SECRET', 'SSE_KEEPALIVE_SECONDS', 'GATEWAY_SSE_MAX_STREAMS', 'RUN_LAST_EVENTS'],
     bad: ['AGENTRUN_MODE', 'staging'],
   },
   orchestrator: {
     spec: orchestratorSpec,
     load: loadOrchestratorConfig,
-    groups: ['lifecycle', 'mode', 'profile', 'kafka', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'runDefaults', 'modelEndpointNames'],
-    own: ['ORCHESTRATOR_ROLES', 'ORCHESTRATOR_HOST', 'ORCHESTRATOR_PORT', 'MODEL_BASE_URL', 'MODEL_API_KEY', 'MODEL_NAME', 'MODEL_TIMEOUT_MS', 'COMMAND_CONCURRENCY', 'WORKFLOW_BUNDLE_PATH', 'SNAPSHOT_RESTORE_MAX_BYTES'],
+    groups: ['lifecycle', 'mode', 'profile', 'kafka', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'runDefaults', 'modelEndpointNames', 'quotas', 'eventSigning'],
+    own: ['ORCHESTRATOR_ROLES', 'ORCHESTRATOR_HOST', 'ORCHESTRATOR_PORT', 'MODEL_BASE_URL', 'MODEL_API_KEY', 'MODEL_NAME', 'MODEL_TIMEOUT_MS', 'COMMAND_CONCURRENCY', 'WORKFLOW_BUNDLE_PATH', 'SNAPSHOT_RESTORE_MAX_BYTES', 'AGENTRUN_COMMAND_KEY_SECRET'],
     bad: ['COMMAND_CONCURRENCY', '0'],
   },
   'gpu-worker': {
@@ -76,14 +80,14 @@ const SERVICES: Record<string, Service> = {
   projector: {
     spec: projectorSpec,
     load: loadProjectorConfig,
-    groups: ['lifecycle', 'mode', 'profile', 'kafka', 'database'],
+    groups: ['lifecycle', 'mode', 'profile', 'kafka', 'database', 'eventSigning'],
     own: ['PROJECTOR_HOST', 'PROJECTOR_PORT', 'PROJECTOR_CONCURRENCY'],
     bad: ['PROJECTOR_CONCURRENCY', '65'],
   },
   snapshotter: {
     spec: snapshotterSpec,
     load: loadSnapshotterConfig,
-    groups: ['lifecycle', 'mode', 'temporal', 'database', 'workspace', 'objectStore'],
+    groups: ['lifecycle', 'mode', 'temporal', 'database', 'workspace', 'objectStore', 'quotas'],
     own: ['SNAPSHOTTER_HOST', 'SNAPSHOTTER_PORT', 'SNAPSHOT_SLOTS', 'SNAPSHOT_PACE_MS'],
     bad: ['SNAPSHOT_SLOTS', '-1'],
   },
@@ -166,6 +170,19 @@ describe('settings that must agree across services', () => {
       .filter(([, s]) => Object.keys(runDefaultsSpec).some((key) => key in s.spec))
       .map(([name]) => name);
     expect(readers.sort()).toEqual(['gateway', 'orchestrator']);
+  });
+
+  it('the quotas are read by the services that enforce them (starts, streams, captures), and by no other', () => {
+    const readers = Object.entries(SERVICES)
+      .filter(([, s]) => 'AGENTRUN_QUOTAS' in s.spec)
+      .map(([name]) => name);
+    expect(readers.sort()).toEqual(['gateway', 'orchestrator', 'snapshotter']);
+    const env: Env = { AGENTRUN_QUOTAS: '{"orgs": {"Acme": {"active_runs": 3}}}' };
+    const quotas = [loadGatewayConfig(env), loadOrchestratorConfig(env), loadSnapshotterConfig(env)].map((c) => c.AGENTRUN_QUOTAS);
+    expect(quotas[1]).toEqual(quotas[0]);
+    expect(quotas[2]).toEqual(quotas[0]);
+    expect(quotas[0].orgs.acme.active_runs).toBe(3);
+    expect(problemsOf(() => loadGatewayConfig({ AGENTRUN_QUOTAS: '{"default": {"streams": 2}}' }))).toEqual([expect.stringMatching(/^AGENTRUN_QUOTAS\.default\.streams is not a quota/)]);
   });
 
   it('gateway and orchestrator read the same run defaults from the same environment', () => {

@@ -117,6 +117,32 @@ describe('the snapshot series', () => {
     });
   });
 
+  it("an interior capture the snapshotter declines for the org's quota is a skipped row, and the run ends done with its final", async () => {
+    const rig = env.rig({
+      snapshots: {
+        captureSnapshot: async (input) => {
+          if (!input.is_final && input.version > 1) throw ApplicationFailure.nonRetryable("the run's snapshots hold 4096 bytes, org acme's limit (snapshot_bytes_per_run) is 1", 'quota_exceeded');
+          return landed(input);
+        },
+      },
+    });
+    await rig.run(async () => {
+      const runId = rig.runId('quota');
+      const handle = await rig.startAgent('quota', { max_steps: 3, snapshots: series({ per_turn: true }) });
+      await handle.result();
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      const reason = "quota_exceeded: the run's snapshots hold 4096 bytes, org acme's limit (snapshot_bytes_per_run) is 1";
+      expect(summary(rowsOf(events))).toEqual([
+        ['snap-0001', 1, false, 'ok', null],
+        ['snap-0002', 2, false, 'skipped', reason],
+        ['snap-0003', 3, false, 'skipped', reason],
+        ['snap-0004', null, true, 'ok', null],
+      ]);
+      expect(events.at(-1)).toMatchObject({ type: 'run_finished', payload: { state: { status: 'done' } } });
+    });
+  });
+
   it('a capture that times out after its archive landed is a partial row carrying the archive', async () => {
     const rig = env.rig({
       snapshots: {
@@ -260,6 +286,42 @@ describe('the snapshot series', () => {
         100,
       );
       expect(executions.map((r) => r.status.name).sort()).toEqual(['COMPLETED', 'CONTINUED_AS_NEW', 'CONTINUED_AS_NEW']);
+    });
+  });
+
+  it('each capture is told the newest segment that landed: a capture whose trajectory failed moves nothing, across continue-as-new', async () => {
+    // A snapshotter double that writes segments of three events per capture after the one it is told of.
+    const rig = env.rig({
+      snapshots: {
+        captureSnapshot: async (input) => {
+          if (input.version === 2) return { ...landed(input), reasons: ['trajectory_read_failed: the database went away'] };
+          const first = (input.trajectory_after?.last_seq ?? 0) + 1;
+          return { ...landed(input), trajectory_s3_uri: `s3://t/to-${first + 2}.jsonl`, trajectory_segment: { first_seq: first, last_seq: first + 2 } };
+        },
+      },
+    });
+    await rig.run(async () => {
+      const runId = rig.runId('segments');
+      const handle = await rig.startAgent('segments', { max_steps: 4, steps_per_execution: 2, snapshots: series({ per_turn: true }) });
+      expect(await handle.result()).toMatchObject({ status: 'done', steps: 4 });
+      const told = rig.callsOf('captureSnapshot').map((c) => [(c.input as CaptureInput).snapshot_id, (c.input as CaptureInput).trajectory_after ?? null]);
+      expect(told).toEqual([
+        ['snap-0001', null],
+        ['snap-0002', { first_seq: 1, last_seq: 3 }],
+        // snap-0002 landed its archive but not its trajectory: the next segment starts after snap-0001's.
+        ['snap-0003', { first_seq: 1, last_seq: 3 }],
+        ['snap-0004', { first_seq: 4, last_seq: 6 }],
+        ['snap-0005', { first_seq: 7, last_seq: 9 }],
+      ]);
+      const rows = rowsOf(rig.events(runId));
+      expect(rows.map((r) => [r.snapshot_id, r.trajectory_first_seq ?? null, r.trajectory_last_seq ?? null])).toEqual([
+        ['snap-0001', 1, 3],
+        ['snap-0002', null, null],
+        ['snap-0003', 4, 6],
+        ['snap-0004', 7, 9],
+        ['snap-0005', 10, 12],
+      ]);
+      expect(rows[1]).toMatchObject({ capture_status: 'partial' });
     });
   });
 });

@@ -15,25 +15,31 @@ export const SECURITY = { bearer: 'bearer', session: 'session', org: 'org' } as 
 
 const PROBLEM_WHY: Record<number, string> = {
   400: 'the request is malformed: a bad path parameter, query, header or body (the detail names the field)',
-  401: 'no usable credentials: no token or X-Org (local mode), or an unknown or revoked token',
-  404: 'no such run, snapshot or archive in this org',
+  401: 'no usable credentials: no token or X-Org (local mode), an unknown or revoked token, or a session that has ended (signed out, expired, or its token revoked)',
+  403: "a write signed in by the session cookie alone that does not come from the gateway's own pages (its Origin is another, or it has neither Origin nor Sec-Fetch-Site: same-origin); an approval by a token without a subject, or naming a reviewer other than the token's subject",
+  404: 'no such run, snapshot, archive or trajectory in this org',
   409: 'the run is in a state that refuses this command (closed, exists, wrong kind, still active)',
-  410: 'the archive was captured but is no longer in the object store',
+  410: 'the archive or trajectory was captured but is no longer (whole) in the object store',
   413: 'the request body is over the size limit',
   415: 'the request body has a charset or encoding JSON cannot have',
+  421: 'the Host header names a host this gateway does not answer for (GATEWAY_ALLOWED_HOSTS; in local mode also localhost, 127.0.0.1, [::1])',
   422: 'the workflow refused the command (e.g. a reviewer not listed, a goal change it rejects)',
+  429: "over one of the org's quotas (AGENTRUN_QUOTAS): active runs, max_steps or snapshots per run at a start, open streams on a stream; the detail names the limit",
   501: 'the command is not supported for this run',
-  503: 'a dependency did not answer; retry (after Retry-After), with the same Idempotency-Key for commands',
+  503: 'a dependency did not answer, or a stream found the gateway at its own limit (GATEWAY_SSE_MAX_STREAMS); retry (after Retry-After), with the same Idempotency-Key for commands',
 };
 
 /** Where a problem document lives: every error leaves the gateway as `application/problem+json`. */
 export const PROBLEM_CONTENT = { 'application/problem+json': { schema: { $ref: '#/components/schemas/Problem' } } };
 
+/** One problem answer as the document lists it. */
+export function problemResponse(status: number): { description: string; content: typeof PROBLEM_CONTENT } {
+  return { description: PROBLEM_WHY[status] ?? 'a problem', content: PROBLEM_CONTENT };
+}
+
 /** The statuses an operation answers with a problem document. */
 export function ApiProblems(...statuses: number[]): MethodDecorator & ClassDecorator {
-  return applyDecorators(
-    ...statuses.map((status) => ApiResponse({ status, description: PROBLEM_WHY[status] ?? 'a problem', content: PROBLEM_CONTENT })),
-  );
+  return applyDecorators(...statuses.map((status) => ApiResponse({ status, ...problemResponse(status) })));
 }
 
 /** A JSON body answered with `status`. */
@@ -102,19 +108,24 @@ const SNAPSHOTS_CAN_CAPTURE: JsonSchema = {
   ],
 };
 
-/** A command's payload schema as an HTTP body: the contracts' schema, plus what the gateway adds. */
-export function commandBodySchema(type: CommandType, extraProperties: Record<string, JsonSchema> = {}): JsonSchema {
+/**
+ * A command's payload schema as an HTTP body: the contracts' schema, plus what the gateway adds.
+ * `requiredProperties` are properties the command needs although its payload schema leaves them
+ * optional (checked by the handler), documented as required with their own schema.
+ */
+export function commandBodySchema(type: CommandType, extraProperties: Record<string, JsonSchema> = {}, requiredProperties: Record<string, JsonSchema> = {}): JsonSchema {
   const schema = withoutNul(embeddable(COMMAND_PAYLOAD_SCHEMAS[type])) as JsonSchema;
   const properties = { ...(schema.properties as Record<string, JsonSchema> | undefined) };
   if (properties.snapshots) properties.snapshots = { ...properties.snapshots, ...SNAPSHOTS_CAN_CAPTURE };
   // The route reads these itself (taking them out of the payload, or setting them from the path),
   // so they are optional properties of the body even where the payload schema requires or forbids them.
-  const required = (schema.required as string[] | undefined)?.filter((name) => !(name in extraProperties));
-  return { ...schema, ...(required ? { required } : {}), properties: { ...properties, ...extraProperties } };
+  const required = [...((schema.required as string[] | undefined) ?? []).filter((name) => !(name in extraProperties)), ...Object.keys(requiredProperties)];
+  const rest = Object.fromEntries(Object.entries(schema).filter(([key]) => key !== 'required'));
+  return { ...rest, ...(required.length ? { required } : {}), properties: { ...properties, ...extraProperties, ...requiredProperties } };
 }
 
 /** The request body of a command route: required when the payload has required fields, optional (as `{}`) otherwise. */
-export function ApiCommandBody(type: CommandType, extraProperties: Record<string, JsonSchema> = {}): MethodDecorator {
-  const schema = commandBodySchema(type, extraProperties);
+export function ApiCommandBody(type: CommandType, extraProperties: Record<string, JsonSchema> = {}, requiredProperties: Record<string, JsonSchema> = {}): MethodDecorator {
+  const schema = commandBodySchema(type, extraProperties, requiredProperties);
   return ApiBody({ required: ((schema.required as string[] | undefined) ?? []).length > 0, schema });
 }

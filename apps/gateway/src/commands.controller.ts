@@ -6,7 +6,7 @@ import { CommandService, TransientCommandError } from '@agentrun/commands';
 import { ReadModel } from '@agentrun/persistence';
 import { randomUUID } from 'node:crypto';
 import { ApiCommandBody, ApiIdempotencyKey, ApiJson, ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
-import { CurrentOrg, OrgGuard } from './org';
+import { CurrentCaller, CurrentOrg, OrgGuard, type Caller } from './org';
 import { ProblemException } from './problem';
 import { requireRunId } from './runs.controller';
 
@@ -30,11 +30,33 @@ const STATUS_FOR_REASON: Record<RejectionReason, number> = {
   snapshot_unusable: 409,
   unknown_dataset: 404,
   invalid_eval: 422,
+  // The sender may retry once the org has room (runs finish); not a mistake in the request itself.
+  quota_exceeded: 429,
+  // Kafka only: HTTP commands are authenticated by the gateway's own token check, never by a command key.
+  unauthorized: 401,
 };
 
 
 const newRunIdProperty = { run_id: { type: 'string', pattern: RUN_ID_PATTERN, description: "the new run's id; made up (kind-uuid) when absent" } };
 const ACCEPTED = ApiJson(202, 'accepted, or a duplicate of a command already accepted (same Idempotency-Key)', { $ref: '#/components/schemas/Accepted' });
+
+/** What an eval start must name over HTTP although the payload schema leaves it optional: see the run starter. */
+const REVIEWERS_REQUIRED = {
+  type: 'array',
+  minItems: 1,
+  maxItems: 50,
+  items: { type: 'string', minLength: 1, maxLength: 200, pattern: '^[^\\u0000]*$' },
+  description: 'who may approve the run (token subjects); at least one: an eval without reviewers is refused (400)',
+};
+
+const APPROVE_REVIEWER = {
+  type: 'string',
+  minLength: 1,
+  maxLength: 200,
+  pattern: '^[^\\u0000]*$',
+  description:
+    "signed in by a token: leave it out (the token's subject approves) or name that subject; anyone else is a 403. Local mode's X-Org (no token): required, and taken as given",
+};
 
 /** What a route that sends a command to an existing run documents. */
 function ApiControl(summary: string, type: CommandType): MethodDecorator {
@@ -62,7 +84,7 @@ export class CommandsController {
   @ApiIdempotencyKey()
   @ApiCommandBody('agent.start', newRunIdProperty)
   @ACCEPTED
-  @ApiProblems(409, 413, 415, 503)
+  @ApiProblems(409, 413, 415, 429, 503)
   async startAgent(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
     const { run_id, ...payload } = asObject(body);
     return this.send(org, key, 'agent.start', newRunId(run_id, 'agent'), payload);
@@ -72,9 +94,9 @@ export class CommandsController {
   @HttpCode(202)
   @ApiOperation({ summary: 'Start an evaluation run' })
   @ApiIdempotencyKey()
-  @ApiCommandBody('eval.start', newRunIdProperty)
+  @ApiCommandBody('eval.start', newRunIdProperty, { reviewers: REVIEWERS_REQUIRED })
   @ACCEPTED
-  @ApiProblems(404, 409, 413, 415, 422, 503)
+  @ApiProblems(404, 409, 413, 415, 422, 429, 503)
   async startEval(@CurrentOrg() org: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
     const { run_id, ...payload } = asObject(body);
     return this.send(org, key, 'eval.start', newRunId(run_id, 'eval'), payload);
@@ -119,14 +141,24 @@ export class CommandsController {
 
   @Post('runs/:id/approve')
   @HttpCode(202)
-  @ApiControl('Approve an eval run awaiting review (422 unless a listed reviewer)', 'eval.approve')
-  async approve(@CurrentOrg() org: string, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
-    return this.control(org, id, key, body, 'eval.approve');
+  @ApiOperation({
+    summary:
+      "Approve an eval run awaiting review as the token's subject (403 for a token without a subject or a body naming someone else; 422 unless the subject is a listed reviewer)",
+  })
+  @ApiRunIdParam()
+  @ApiIdempotencyKey()
+  @ApiCommandBody('eval.approve', { reviewer: APPROVE_REVIEWER })
+  @ACCEPTED
+  @ApiProblems(403, 404, 409, 413, 415, 422, 503)
+  async approve(@CurrentCaller() caller: Caller, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
+    const payload = body === undefined ? {} : asObject(body);
+    return this.send(caller.org, key, 'eval.approve', requireRunId(id), approvalPayload(caller, payload));
   }
 
   @Post('runs/:id/retry-failed')
   @HttpCode(202)
   @ApiControl('Start {id}-retry-{n} over the failed and ungraded cases (409 when none, or still running)', 'eval.retry_failed')
+  @ApiProblems(429)
   async retryFailed(@CurrentOrg() org: string, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
     return this.control(org, id, key, body, 'eval.retry_failed');
   }
@@ -142,7 +174,7 @@ export class CommandsController {
     from_run_id: { description: 'ignored, whatever it holds: the path names the run forked from' },
   })
   @ACCEPTED
-  @ApiProblems(404, 409, 413, 415, 503)
+  @ApiProblems(404, 409, 413, 415, 429, 503)
   async fork(@CurrentOrg() org: string, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
     const { run_id, ...rest } = body === undefined ? {} : asObject(body);
     return this.send(org, key, 'agent.fork', newRunId(run_id, 'agent'), { ...rest, from_run_id: requireRunId(id) });
@@ -169,13 +201,36 @@ export class CommandsController {
     }
     if (outcome.outcome === 'rejected') {
       const reason = outcome.reason ?? 'internal_error';
+      // An internal_error's message is generic; its error_id finds the detail in the logs.
       throw new ProblemException(STATUS_FOR_REASON[reason], reason.replace(/_/g, ' '), outcome.message ?? reason, {
         reason,
         command_id: outcome.command_id,
+        ...(outcome.error_id ? { error_id: outcome.error_id } : {}),
       });
     }
     return { command_id: outcome.command_id, run_id: outcome.run_id, outcome: outcome.outcome, ...(outcome.message ? { message: outcome.message } : {}) };
   }
+}
+
+/**
+ * Who approves. Signed in by a token (bearer or session), the token's subject approves: the body may
+ * name it, never someone else, and a token made without a subject cannot approve. Local mode's X-Org
+ * authenticates nobody, so there the body's reviewer is taken as given.
+ */
+export function approvalPayload(caller: Caller, body: Record<string, unknown>): Record<string, unknown> {
+  if (caller.via === 'org') return body;
+  if (caller.subject === null) {
+    throw new ProblemException(
+      403,
+      'no subject',
+      'this token has no subject, so it cannot approve; approve with a token made for the reviewer (`npm run token -- create --org ORG --subject WHO`)',
+    );
+  }
+  // A reviewer that is not even a string is left to the body's validation (a 400).
+  if (typeof body.reviewer === 'string' && body.reviewer !== caller.subject) {
+    throw new ProblemException(403, 'not the signed-in subject', "an approval is recorded as the token's subject; leave reviewer out, or name the subject the token was made for");
+  }
+  return body.reviewer === undefined ? { ...body, reviewer: caller.subject } : body;
 }
 
 /** The `run_id` a start names, or a new one. Not coerced: `{"run_id": null}` or a number is a mistake, not a run called "null". */

@@ -129,6 +129,9 @@ export class EvalsController {
     if (format !== undefined && format !== 'json' && format !== 'jsonl') throw new ProblemException(400, 'bad format', 'format must be json or jsonl');
     const filters = { ...(status ? { status } : {}), ...(errorType ? { error_type: errorType } : {}), ...(scorer ? { scorer_below_1: scorer } : {}) };
     if (afterText !== undefined && !caseIdRe.test(afterText)) throw new ProblemException(400, 'bad after', `after is a case id (${CASE_ID_PATTERN}), the previous page's next_after`);
+    // Checked whatever the format (the export pages on its own), so a bad limit is never silently ignored.
+    const limit = limitText === undefined ? 50 : Number(limitText);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new ProblemException(400, 'bad limit', 'limit must be an integer from 1 to 500');
     let after = afterText;
     if (format === 'jsonl') {
       res.status(200);
@@ -143,8 +146,6 @@ export class EvalsController {
       res.end();
       return undefined;
     }
-    const limit = limitText === undefined ? 50 : Number(limitText);
-    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new ProblemException(400, 'bad limit', 'limit must be an integer from 1 to 500');
     const page = await this.evals.caseResults(org, id, filters, after, limit);
     return { run_id: id, cases: page.cases, next_after: page.next ?? null };
   }

@@ -1,7 +1,7 @@
 import { Module, type DynamicModule } from '@nestjs/common';
 import { APP_FILTER } from '@nestjs/core';
 import { commandServiceProvider, DatasetCatalog } from '@agentrun/commands';
-import { CursorCodec, EvalStore, ReadModel, SnapshotManifest, TokenStore } from '@agentrun/persistence';
+import { CursorCodec, EvalStore, ReadModel, SessionStore, SnapshotManifest, TokenStore } from '@agentrun/persistence';
 import { modelEndpointNames } from '@agentrun/config';
 import type { ObjectStore } from '@agentrun/archive';
 import { EvalsController } from './evals.controller';
@@ -35,6 +35,7 @@ export class GatewayModule {
         LiveEventsHub,
         ApiDocument,
         { provide: TokenStore, inject: [Database], useFactory: (db: Database) => new TokenStore(db.dataSource) },
+        { provide: SessionStore, inject: [Database], useFactory: (db: Database) => new SessionStore(db.dataSource) },
         OrgGuard,
         { provide: ReadModel, inject: [Database], useFactory: (db: Database) => new ReadModel(db.dataSource) },
         { provide: CursorCodec, useValue: new CursorCodec(config.CURSOR_SECRET) },

@@ -1,27 +1,70 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown, type OnModuleInit } from '@nestjs/common';
-import { databaseOptionsFrom, listenForRunTouches, parseRunTouches, RUN_EVENTS_CHANNEL, runTouchClient } from '@agentrun/persistence';
+import { quotaFor } from '@agentrun/config';
+import { databaseOptionsFrom, listenForRunTouches, parseRunTouches, ReadModel, RUN_EVENTS_CHANNEL, RunEventFanout, runTouchClient, type RunStreamSink } from '@agentrun/persistence';
 import { PLATFORM_CONFIG, type ReadinessCheck } from '@agentrun/runtime';
 import type { Client } from 'pg';
 import type { GatewayConfig } from './config';
 
-type Wake = () => void;
+/** Why a stream may not open: the org is at its quota (429), or this gateway at its own limit (503). */
+export type StreamRefusal = { status: 429 | 503; detail: string };
+
+/** Page size of the shared reads. */
+const PAGE = 500;
 
 /**
- * One LISTEN connection per gateway, fanned out in process: the projector NOTIFYs on commit and
- * every stream of a touched run wakes and reads what is new. After a lost connection every stream
- * wakes once, since notices sent meanwhile are gone.
+ * One LISTEN connection per gateway, fanned out in process: the projector NOTIFYs on commit, the
+ * touched run's new events are read once, and every stream on it sends what is past its own cursor.
+ * After a lost connection every run with a stream is read once, since notices sent meanwhile are gone.
+ * It also counts the open streams, per org (AGENTRUN_QUOTAS `sse_streams`) and in all
+ * (GATEWAY_SSE_MAX_STREAMS); both counts are this process's, so with several gateways an org may hold
+ * its quota on each.
  */
 @Injectable()
 export class LiveEventsHub implements OnModuleInit, OnApplicationShutdown, ReadinessCheck {
   readonly name = 'live-events';
   private readonly logger = new Logger(LiveEventsHub.name);
-  private readonly subscribers = new Map<string, Set<Wake>>();
+  private readonly fanout: RunEventFanout;
+  private readonly openByOrg = new Map<string, number>();
+  private open = 0;
   private client?: Client;
   private connected = false;
   private closing = false;
   private reconnectTimer?: NodeJS.Timeout;
 
-  constructor(@Inject(PLATFORM_CONFIG) private readonly config: GatewayConfig) {}
+  constructor(
+    @Inject(PLATFORM_CONFIG) private readonly config: GatewayConfig,
+    readModel: ReadModel,
+  ) {
+    this.fanout = new RunEventFanout((org, runId, after, limit) => readModel.eventsAfter(org, runId, after, limit), PAGE);
+  }
+
+  /**
+   * Takes a stream slot for the org, or says why not. The release function gives it back (once,
+   * however often it is called).
+   */
+  admit(org: string): { release: () => void } | StreamRefusal {
+    const quota = quotaFor(this.config.AGENTRUN_QUOTAS, org).sse_streams;
+    const held = this.openByOrg.get(org) ?? 0;
+    if (this.open >= this.config.GATEWAY_SSE_MAX_STREAMS) {
+      return { status: 503, detail: `this gateway holds its limit of ${this.config.GATEWAY_SSE_MAX_STREAMS} open streams (GATEWAY_SSE_MAX_STREAMS); retry later` };
+    }
+    if (held >= quota) {
+      return { status: 429, detail: `org ${org} holds ${held} open streams, its limit (sse_streams in AGENTRUN_QUOTAS) is ${quota}: close one first` };
+    }
+    this.open++;
+    this.openByOrg.set(org, held + 1);
+    let released = false;
+    return {
+      release: () => {
+        if (released) return;
+        released = true;
+        this.open--;
+        const left = (this.openByOrg.get(org) ?? 1) - 1;
+        if (left > 0) this.openByOrg.set(org, left);
+        else this.openByOrg.delete(org);
+      },
+    };
+  }
 
   async onModuleInit(): Promise<void> {
     await this.connect();
@@ -64,23 +107,16 @@ export class LiveEventsHub implements OnModuleInit, OnApplicationShutdown, Readi
   private dispatch(payload: string | undefined): void {
     const touches = parseRunTouches(payload);
     if (!touches) return this.wakeAll();
-    for (const touch of touches) this.subscribers.get(key(touch.org, touch.run_id))?.forEach((wake) => wake());
+    for (const touch of touches) this.fanout.touch(touch.org, touch.run_id);
   }
 
   private wakeAll(): void {
-    for (const set of this.subscribers.values()) set.forEach((wake) => wake());
+    this.fanout.touchAll();
   }
 
-  /** Calls `wake` whenever the run may have new events; returns the unsubscribe function. */
-  subscribe(org: string, runId: string, wake: Wake): () => void {
-    const k = key(org, runId);
-    const set = this.subscribers.get(k) ?? new Set<Wake>();
-    set.add(wake);
-    this.subscribers.set(k, set);
-    return () => {
-      set.delete(wake);
-      if (set.size === 0) this.subscribers.delete(k);
-    };
+  /** Hands the stream the run's new events whenever a commit touches it; returns the unsubscribe function. */
+  subscribe(org: string, runId: string, sink: RunStreamSink): () => void {
+    return this.fanout.subscribe(org, runId, sink);
   }
 
   async check(): Promise<void> {
@@ -92,8 +128,4 @@ export class LiveEventsHub implements OnModuleInit, OnApplicationShutdown, Readi
     clearTimeout(this.reconnectTimer);
     await this.client?.end().catch(() => undefined);
   }
-}
-
-function key(org: string, runId: string): string {
-  return `${org}\u0000${runId}`;
 }

@@ -81,9 +81,9 @@ describe("the gateway's OpenAPI document", () => {
     expect(documentedRoutes().filter((route) => !served.includes(route))).toEqual([]);
   });
 
-  it('includes the snapshot, archive and fork routes', () => {
+  it('includes the snapshot, archive, trajectory and fork routes', () => {
     expect(documentedRoutes()).toEqual(
-      expect.arrayContaining(['GET /runs/{id}/snapshots', 'GET /runs/{id}/snapshots/{snapshotId}/archive', 'POST /runs/{id}/fork']),
+      expect.arrayContaining(['GET /runs/{id}/snapshots', 'GET /runs/{id}/snapshots/{snapshotId}/archive', 'GET /runs/{id}/snapshots/{snapshotId}/trajectory', 'POST /runs/{id}/fork']),
     );
   });
 
@@ -97,6 +97,10 @@ describe("the gateway's OpenAPI document", () => {
     // The fork's source comes from the path, so the body need not name it.
     expect(body('/runs/{id}/fork').required).toEqual(['snapshot_id']);
     expect(body('/runs/{id}/pause')).toMatchObject({ type: 'object', additionalProperties: false });
+    // An eval needs a reviewer (the handler refuses one without); an approval's reviewer is the token's subject.
+    expect(body('/evals').required).toEqual(['model', 'reviewers']);
+    expect(body('/evals').properties.reviewers).toMatchObject({ type: 'array', minItems: 1 });
+    expect(body('/runs/{id}/approve').required ?? []).toEqual([]);
   });
 
   it('lists a problem for every error status it documents, and the security of each guarded route', () => {
@@ -113,12 +117,27 @@ describe("the gateway's OpenAPI document", () => {
     expect(Object.keys(document.components?.securitySchemes ?? {}).sort()).toEqual(['bearer', 'org', 'session']);
   });
 
+  it('documents the web checks: 421 on every operation but health, 403 on every write the session cookie may sign in', () => {
+    const writes: string[] = [];
+    for (const [path, item] of Object.entries(document.paths)) {
+      for (const method of ['get', 'post', 'delete'] as const) {
+        const operation = item[method];
+        if (!operation) continue;
+        const statuses = Object.keys(operation.responses);
+        expect({ path, method, has421: statuses.includes('421') }).toEqual({ path, method, has421: !['/livez', '/readyz'].includes(path) });
+        if (statuses.includes('403')) writes.push(`${method.toUpperCase()} ${path}`);
+      }
+    }
+    // Every guarded write, and nothing else: not a read, not /session (no cookie signs it in).
+    expect(writes.sort()).toEqual(documentedRoutes().filter((r) => r.startsWith('POST ') && !['POST /session'].includes(r)));
+  });
+
   it('answers an unsupported method on a known path with 405 and Allow, and an unknown path with 404', async () => {
     const cases: [string, string, number, string | null][] = [
       ['GET', '/agents', 405, 'POST'],
       ['DELETE', '/runs/r-1', 405, 'GET, HEAD'],
       ['PUT', '/runs/r-1/snapshots/s-1/archive', 405, 'GET, HEAD'],
-      ['PATCH', '/session', 405, 'POST, DELETE'],
+      ['PATCH', '/session', 405, 'POST, GET, HEAD, DELETE'],
       ['POST', '/runs/r-1/explode', 404, null],
       ['GET', '/nowhere', 404, null],
     ];

@@ -15,9 +15,10 @@ import {
   SNAPSHOT_LIST_SCHEMA,
   SNAPSHOT_ROW_SCHEMA,
 } from '@agentrun/contracts';
-import { embeddable, PROBLEM_CONTENT, SECURITY, type JsonSchema } from './api-docs';
+import { embeddable, PROBLEM_CONTENT, problemResponse, SECURITY, type JsonSchema } from './api-docs';
 import { ApiDocument } from './docs.controller';
-import { SESSION_COOKIE } from './org';
+import { SESSION_COOKIE, SECURE_SESSION_COOKIE } from './org';
+import { HOST_CHECK_EXEMPT_PATHS, WRITE_METHODS } from './web-security';
 
 /** The shapes the gateway answers with, named in the document's components; each is declared once, in the contracts. */
 export const API_SCHEMAS: Record<string, JsonSchema> = {
@@ -53,12 +54,30 @@ function describeHealth(document: OpenAPIObject): void {
     ['/livez', 'The process is up and its event loop turns', { type: 'object', required: ['status'], properties: { status: { const: 'ok' } } }],
     [
       '/readyz',
-      'Every dependency the gateway needs answers',
-      { type: 'object', required: ['status', 'checks'], properties: { status: { const: 'ready' }, checks: { type: 'object', additionalProperties: { type: 'string' } } } },
+      'Every dependency the gateway needs answers (each check by name, ok or failed; why one failed is in the logs)',
+      { type: 'object', required: ['status', 'checks'], properties: { status: { const: 'ready' }, checks: { type: 'object', additionalProperties: { enum: ['ok', 'failed', 'stopping'] } } } },
     ],
   ] as const) {
     const get = document.paths[path]?.get;
     if (get) document.paths[path].get = { ...get, ...health(summary, body), tags: ['health'] };
+  }
+}
+
+/**
+ * The answers of the checks that run before any route (web-security.ts), on every operation they
+ * apply to, so none can be left undocumented: a Host the gateway does not answer for is a 421 on
+ * every operation but health; a write the session cookie may sign in is a 403 when another page sent it.
+ */
+function describeWebChecks(document: OpenAPIObject): void {
+  for (const [path, item] of Object.entries(document.paths)) {
+    if (HOST_CHECK_EXEMPT_PATHS.has(path)) continue;
+    for (const method of ['get', 'put', 'post', 'delete', 'patch'] as const) {
+      const operation = item[method];
+      if (!operation) continue;
+      operation.responses = { ...operation.responses, 421: problemResponse(421) };
+      const cookieSigned = (operation.security ?? document.security ?? []).some((requirement) => SECURITY.session in requirement);
+      if (cookieSigned && WRITE_METHODS.has(method.toUpperCase())) operation.responses = { ...operation.responses, 403: problemResponse(403) };
+    }
   }
 }
 
@@ -73,7 +92,7 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
         'A method a path does not support is a 405 with an `Allow` header.',
     )
     .addBearerAuth({ type: 'http', scheme: 'bearer', description: 'an API token (`ar_...`), made with `npm run token -- create --org ORG`' }, SECURITY.bearer)
-    .addCookieAuth(SESSION_COOKIE, { type: 'apiKey', in: 'cookie', description: 'the session cookie POST /session sets; it authenticates like the token' }, SECURITY.session)
+    .addCookieAuth(SESSION_COOKIE, { type: 'apiKey', in: 'cookie', description: `the session cookie POST /session sets: an opaque session id (not the token) with idle and absolute expiry, revoked by DELETE /session; named ${SECURE_SESSION_COOKIE} over https` }, SECURITY.session)
     .addApiKey(
       { type: 'apiKey', in: 'header', name: 'X-Org', description: 'local mode only, and only without a valid token: names the org, unauthenticated (must match the org pattern). Production ignores it.' },
       SECURITY.org,
@@ -82,6 +101,7 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
   const document = SwaggerModule.createDocument(app, config);
   document.components = { ...document.components, schemas: { ...document.components?.schemas, ...(API_SCHEMAS as NonNullable<OpenAPIObject['components']>['schemas']) } };
   describeHealth(document);
+  describeWebChecks(document);
   return document;
 }
 

@@ -1,4 +1,5 @@
 import { ArgumentsHost, Catch, HttpException, HttpStatus, Logger, NotFoundException, type ExceptionFilter } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
 import type { Problem } from '@agentrun/contracts';
 import { decodeUtf8 } from '@agentrun/contracts/validation';
 import type { NextFunction, Request, Response } from 'express';
@@ -16,9 +17,28 @@ export class ProblemException extends HttpException {
     /** Response headers that go with the problem, e.g. `WWW-Authenticate` on a 401. */
     readonly headers: Record<string, string> = {},
   ) {
-    const problem: Problem = { type: `https://agentrun.dev/problems/${slug(title)}`, title, status, detail, ...extensions };
-    super(problem, status);
+    super(problemOf(status, title, detail, extensions), status);
   }
+}
+
+/** A problem document whose `type` is named after its title. */
+export function problemOf(status: number, title: string, detail: string, extensions: Record<string, unknown> = {}): Problem {
+  return { type: `https://agentrun.dev/problems/${slug(title)}`, title, status, detail, ...extensions };
+}
+
+/**
+ * The id an unexpected error is logged under. A client is given the id and nothing else of the
+ * error: its text may name servers, paths or queries, and an operator finds it in the logs by the id.
+ */
+export function newErrorId(): string {
+  return randomUUID();
+}
+
+/** The answer to an error nobody expected: logged in full under a new id, answered with the id alone. */
+export function internalError(logger: Logger, error: unknown, what = 'the gateway failed to answer'): Problem {
+  const errorId = newErrorId();
+  logger.error(`error ${errorId}: ${(error as Error)?.stack ?? String(error)}`);
+  return { type: 'about:blank', title: 'internal server error', status: 500, detail: `${what}; the error is logged under error id ${errorId}`, error_id: errorId };
 }
 
 function slug(title: string): string {
@@ -77,8 +97,7 @@ export class ProblemFilter implements ExceptionFilter {
       });
       return;
     }
-    this.logger.error((error as Error)?.stack ?? String(error));
-    sendProblem(res, { type: 'about:blank', title: 'internal server error', status: 500, detail: 'the gateway failed to answer; the error is logged' });
+    sendProblem(res, internalError(this.logger, error));
   }
 }
 
@@ -91,7 +110,13 @@ export function verifyUtf8Body(_req: unknown, _res: unknown, body: Buffer, encod
   throw Object.assign(new Error('request body is not valid UTF-8'), { status: 400, type: 'entity.verify.failed' });
 }
 
-/** Body-parser failures happen before Nest's filters; this answers them the same way. */
+const bodyLogger = new Logger('http');
+
+/**
+ * Body-parser failures happen before Nest's filters; this answers them the same way. Anything else
+ * that reaches it is unexpected and answered like the filter's 500: passed on, Express's own handler
+ * would print the stack to the client.
+ */
 export function bodyErrorHandler(err: { type?: string; status?: number; message?: string; limit?: number }, _req: Request, res: Response, next: NextFunction): void {
   if (err.type === 'entity.too.large') {
     sendProblem(res, { type: 'about:blank', title: 'payload too large', status: 413, detail: `request body exceeds the ${err.limit ?? 65536}-byte limit` });
@@ -105,5 +130,7 @@ export function bodyErrorHandler(err: { type?: string; status?: number; message?
     sendProblem(res, { type: 'about:blank', title: titleFor(err.status), status: err.status, detail: err.message ?? 'bad request' });
     return;
   }
-  next(err);
+  // Too late for an answer of ours: Express's own handler ends the connection.
+  if (res.headersSent) return next(err);
+  sendProblem(res, internalError(bodyLogger, err));
 }

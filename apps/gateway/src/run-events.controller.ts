@@ -1,4 +1,4 @@
-import { Controller, Get, Inject, Param, Query, Req, Res, UseGuards } from '@nestjs/common';
+import { Controller, Get, Inject, Logger, Param, Query, Req, Res, UseGuards } from '@nestjs/common';
 import { ApiHeader, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { isTerminal, type RunEventEnvelope } from '@agentrun/contracts';
 import { contiguousPrefix, ReadModel } from '@agentrun/persistence';
@@ -8,7 +8,8 @@ import type { GatewayConfig } from './config';
 import { LiveEventsHub } from './live-events.hub';
 import { ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
-import { ProblemException } from './problem';
+import { newErrorId, ProblemException } from './problem';
+import { publicEvent } from './public-views';
 import { requireRunId } from './runs.controller';
 
 const PAGE = 500;
@@ -28,7 +29,7 @@ function parseAfter(header: string | undefined, query: string | undefined): numb
 }
 
 function frame(event: RunEventEnvelope): string {
-  return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`;
+  return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(publicEvent(event))}\n\n`;
 }
 
 @ApiTags('runs')
@@ -36,6 +37,8 @@ function frame(event: RunEventEnvelope): string {
 @Controller('runs')
 @UseGuards(OrgGuard)
 export class RunEventsController {
+  private readonly logger = new Logger('sse');
+
   constructor(
     private readonly readModel: ReadModel,
     private readonly hub: LiveEventsHub,
@@ -63,14 +66,14 @@ export class RunEventsController {
           required: ['data'],
           properties: {
             id: { type: 'string', pattern: '^[0-9]+$', description: 'the seq' },
-            event: { type: 'string', description: 'the run event type, or `end` (data `{run_id, last_seq}`) or `error`' },
+            event: { type: 'string', description: 'the run event type, or `end` (data `{run_id, last_seq}`) or `error` (data `{error_id}`: the stream failed, the error is logged under that id; resume with Last-Event-ID)' },
             data: { type: 'string', description: 'JSON: the run event' },
           },
         },
       },
     },
   })
-  @ApiProblems(404)
+  @ApiProblems(404, 429, 503)
   async stream(
     @CurrentOrg() org: string,
     @Param('id') id: string,
@@ -82,6 +85,12 @@ export class RunEventsController {
     let last = parseAfter(req.header('last-event-id'), afterQuery);
     if (!(await this.readModel.runExists(org, runId))) throw new ProblemException(404, 'run not found', `no run '${runId}' in org ${org}`);
     if (res.destroyed) return;
+    const slot = this.hub.admit(org);
+    if ('status' in slot) {
+      throw slot.status === 429
+        ? new ProblemException(429, 'quota exceeded', slot.detail, { reason: 'quota_exceeded' })
+        : new ProblemException(503, 'too many streams', slot.detail);
+    }
 
     res.status(200);
     res.setHeader('Content-Type', 'text/event-stream; charset=utf-8');
@@ -92,6 +101,8 @@ export class RunEventsController {
     res.write(`retry: 1000\n\n`);
 
     let closed = false;
+    // While true the stream reads its own backlog; once caught up, the hub's shared reads feed it.
+    let catchingUp = true;
     let pumping = false;
     let again = false;
     const finish = (): void => {
@@ -99,14 +110,38 @@ export class RunEventsController {
       closed = true;
       clearInterval(keepalive);
       unsubscribe();
+      slot.release();
       res.end();
     };
-    const pump = async (): Promise<void> => {
+    const fail = (err: unknown): void => {
+      if (closed) return;
+      // The database's own words stay in the log; the client gets the id they are logged under.
+      const errorId = newErrorId();
+      this.logger.error(`stream of ${org}/${runId} failed after seq ${last}, error id ${errorId}: ${(err as Error)?.stack ?? String(err)}`);
+      res.write(`event: error\ndata: ${JSON.stringify({ error_id: errorId })}\n\n`);
+      finish();
+    };
+    /** Sends the events past `last` (contiguous from it); true when the run ended and the stream with it. */
+    const send = (events: RunEventEnvelope[]): boolean => {
+      for (const event of events) {
+        if (event.seq <= last) continue;
+        res.write(frame(event));
+        last = event.seq;
+        if (event.payload?.state && isTerminal(String(event.payload.state.status))) {
+          res.write(`event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: last })}\n\n`);
+          finish();
+          return true;
+        }
+      }
+      return false;
+    };
+    const catchUp = async (): Promise<void> => {
       if (pumping) {
         again = true;
         return;
       }
       pumping = true;
+      catchingUp = true;
       try {
         do {
           again = false;
@@ -122,32 +157,34 @@ export class RunEventsController {
               }
               break;
             }
-            let terminal = false;
-            for (const event of events) {
-              res.write(frame(event));
-              last = event.seq;
-              if (event.payload?.state && isTerminal(String(event.payload.state.status))) terminal = true;
-            }
-            if (terminal) {
-              res.write(`event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: last })}\n\n`);
-              finish();
-              return;
-            }
+            if (send(events)) return;
             if (events.length < PAGE) break;
           }
         } while (again && !closed);
+        catchingUp = false;
       } catch (err) {
-        res.write(`event: error\ndata: ${JSON.stringify({ detail: (err as Error).message })}\n\n`);
-        finish();
+        fail(err);
       } finally {
         pumping = false;
       }
     };
     // Subscribe before the first read, so a commit between the two is not missed.
-    const unsubscribe = this.hub.subscribe(org, runId, () => void pump());
+    const unsubscribe = this.hub.subscribe(org, runId, {
+      cursor: () => (catchingUp || closed ? undefined : last),
+      wake: () => {
+        again = true;
+      },
+      deliver: (events, after) => {
+        if (closed) return;
+        // Read from before this stream caught up: the gap is read by the stream itself.
+        if (after > last) return void catchUp();
+        send(events);
+      },
+      fail,
+    });
     const keepalive = setInterval(() => res.write(`: keepalive\n\n`), this.config.SSE_KEEPALIVE_SECONDS * 1000);
     res.on('close', finish);
-    await pump();
+    await catchUp();
   }
 
   /** The run is terminal and the client has everything up to its last event. */

@@ -7,6 +7,7 @@ import type { RunDetail, RunsPage } from '@agentrun/contracts';
 import { ApiJson, ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
+import { publicEvent } from './public-views';
 import { PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { GatewayConfig } from './config';
 
@@ -95,6 +96,6 @@ export class RunsController {
   async get(@CurrentOrg() org: string, @Param('id') id: string): Promise<RunDetail> {
     const run = await this.readModel.getRun(org, requireRunId(id));
     if (!run) throw new ProblemException(404, 'run not found', `no run '${id}' in org ${org}`);
-    return { ...run, last_events: await this.readModel.lastEvents(org, id, this.config.RUN_LAST_EVENTS) };
+    return { ...run, last_events: (await this.readModel.lastEvents(org, id, this.config.RUN_LAST_EVENTS)).map(publicEvent) };
   }
 }

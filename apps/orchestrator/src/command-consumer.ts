@@ -1,8 +1,8 @@
-import { Controller, Logger } from '@nestjs/common';
+import { Controller, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { TOPICS } from '@agentrun/contracts';
 import { readCommand } from '@agentrun/contracts/validation';
-import { CommandService, TransientCommandError } from '@agentrun/commands';
+import { CommandAuthenticator, CommandService, TransientCommandError } from '@agentrun/commands';
 import { dlqMessage, retryWhileActive, type InboundMessage, type KafkaBusContext } from '@agentrun/kafka';
 import { Kafka } from '@agentrun/runtime';
 
@@ -14,15 +14,24 @@ export const COMMAND_GROUP = 'agentrun-orchestrator-commands';
  * offset is committed only after its outcome is decided (Temporal accepted, or the command was
  * rejected or dead-lettered), so a crash re-reads it and the ledger answers `duplicate` for what
  * was already done.
+ *
+ * In production mode a command counts only when signed with a command key of the org it names
+ * (CommandAuthenticator); that is checked before the ledger, the run or its validity is looked at.
  */
 @Controller()
-export class CommandConsumer {
+export class CommandConsumer implements OnApplicationBootstrap {
   private readonly logger = new Logger(CommandConsumer.name);
 
   constructor(
     private readonly kafka: Kafka,
     private readonly commands: CommandService,
+    private readonly auth: CommandAuthenticator,
   ) {}
+
+  onApplicationBootstrap(): void {
+    const { level, message } = this.auth.describe();
+    this.logger[level](message);
+  }
 
   @EventPattern(TOPICS.commands)
   async decide(@Payload() message: InboundMessage, @Ctx() ctx: KafkaBusContext): Promise<void> {
@@ -39,12 +48,19 @@ export class CommandConsumer {
       return true;
     }
     const source = `${message.topic}/${message.partition}/${message.offset}`;
+    const base = reading.kind === 'rejected' ? reading : reading.command;
     const result = await retryWhileActive(
       ctx,
-      () =>
-        reading.kind === 'rejected'
-          ? this.commands.reject(reading, reading.reason, reading.message, source)
-          : this.commands.handle(reading.command, source),
+      async () => {
+        // Reading the bytes touched nothing; this check comes before anything that does. Bytes that are
+        // not a command at all went to the DLQ above, signed or not: there is no org to answer.
+        const verdict = await this.auth.verify(message.value ?? Buffer.alloc(0), message.headers ?? {}, base.org);
+        if (!verdict.ok) {
+          this.logger.warn(`refused command ${base.command_id} (${base.type || 'no type'} for ${base.org}) at ${message.partition}@${message.offset} as unauthorized: ${verdict.why}`);
+          return this.commands.refuseUnauthorized(base);
+        }
+        return reading.kind === 'rejected' ? this.commands.reject(reading, reading.reason, reading.message, source) : this.commands.handle(reading.command, source);
+      },
       // Temporal, Postgres or Kafka out of reach: nothing was decided, so the same command is tried again.
       (err, attempt, delay) => {
         const what = err instanceof TransientCommandError ? err.message : ((err as Error).stack ?? String(err));

@@ -1,5 +1,7 @@
 import {
+  commandKeySpec,
   databaseSpec,
+  eventSigningSpec,
   int,
   kafkaSpec,
   lifecycleSpec,
@@ -10,6 +12,7 @@ import {
   modelEndpointNamesSpec,
   optionalStr,
   profileSpec,
+  quotasSpec,
   runDefaultsSpec,
   str,
   temporalSpec,
@@ -50,6 +53,12 @@ export const orchestratorSpec = {
   ...toolActivitySpec,
   // Kafka commands start runs, so the orchestrator reads the same run defaults as the gateway.
   ...runDefaultsSpec,
+  // Kafka starts are held to the same per-org quotas as HTTP ones.
+  ...quotasSpec,
+  // Commands on Kafka are verified against keys derived from it (production mode).
+  ...commandKeySpec,
+  // The workflows role signs every run event it publishes; production refuses to start without keys.
+  ...eventSigningSpec,
   /**
    * What this process does: `commands` (the Kafka command consumer), `workflows` (the workflow worker and
    * the event publisher beside it), `cpu-tools` (the CPU tool lane). All three by default; a cluster runs

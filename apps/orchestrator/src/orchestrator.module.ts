@@ -1,7 +1,8 @@
 import { Module, type DynamicModule, type Provider, type Type } from '@nestjs/common';
-import { commandServiceProvider } from '@agentrun/commands';
+import { CommandAuthenticator, commandServiceProvider } from '@agentrun/commands';
 import { TOPICS } from '@agentrun/contracts';
 import { KafkaBusTransport } from '@agentrun/kafka';
+import { CommandKeyStore } from '@agentrun/persistence';
 import { Database, HealthController, Kafka, KAFKA_TOPICS_USED, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { COMMAND_GROUP, CommandConsumer } from './command-consumer';
 import type { OrchestratorConfig, OrchestratorRole } from './config';
@@ -55,6 +56,12 @@ export class OrchestratorModule {
         ? [
             Temporal,
             commandServiceProvider(config),
+            {
+              // Production mode takes a command on Kafka only when signed with a key of its org; local mode takes any.
+              provide: CommandAuthenticator,
+              inject: [Database],
+              useFactory: (db: Database) => new CommandAuthenticator(config.AGENTRUN_MODE === 'production', new CommandKeyStore(db.dataSource), config.AGENTRUN_COMMAND_KEY_SECRET),
+            },
             {
               // The transport CommandConsumer's handler runs on; main.ts connects it to the app.
               provide: KafkaBusTransport,

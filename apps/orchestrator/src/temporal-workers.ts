@@ -4,7 +4,7 @@ import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { FaultPoints } from '@agentrun/config';
 import { hostLanesFor, lanesFor } from '@agentrun/contracts';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
-import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
+import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, runEventSigner, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { OrchestratorConfig } from './config';
 
 /**
@@ -35,7 +35,7 @@ export class TemporalWorkers extends LaneWorkers {
     return {
       taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).agentWorkflows,
       ...workflowSource,
-      activities: createPublishActivities({ bus: kafka.bus, topicPrefix: kafka.topicPrefix, faults: new FaultPoints(this.config.AGENTRUN_FAULTS, this.config.AGENTRUN_PROFILE) }),
+      activities: createPublishActivities({ bus: kafka.bus, topicPrefix: kafka.topicPrefix, signer: runEventSigner(this.config), faults: new FaultPoints(this.config.AGENTRUN_FAULTS, this.config.AGENTRUN_PROFILE) }),
     };
   }
 

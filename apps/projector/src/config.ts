@@ -1,4 +1,4 @@
-import { databaseSpec, int, kafkaSpec, lifecycleSpec, modeSpec, loadServiceConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, eventSigningSpec, int, kafkaSpec, lifecycleSpec, modeSpec, loadServiceConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
 
 /** Kafka in, Postgres out: nothing of Temporal, tools or evaluations. */
 export const projectorSpec = {
@@ -7,6 +7,8 @@ export const projectorSpec = {
   ...profileSpec,
   ...kafkaSpec,
   ...databaseSpec,
+  // Every run event is verified against these keys before it is read.
+  ...eventSigningSpec,
   PROJECTOR_HOST: str('127.0.0.1'),
   PROJECTOR_PORT: int(8083, 1, 65535),
   /** Partitions applied at once; each partition's events stay in order. */

@@ -2,10 +2,10 @@ import { Controller, Inject, Logger } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { runStateKey, TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { readRunEvent } from '@agentrun/contracts/validation';
-import { dlqMessage, retryWhileActive, type InboundMessage, type KafkaBusContext, type KafkaBusPatternExtras, type OutboundMessage } from '@agentrun/kafka';
+import { dlqMessage, retryWhileActive, type EventVerifier, type InboundMessage, type KafkaBusContext, type KafkaBusPatternExtras, type OutboundMessage } from '@agentrun/kafka';
 import { FaultPoints } from '@agentrun/config';
 import { applyRunEvents, readRunStates } from '@agentrun/persistence';
-import { Database, Kafka, PLATFORM_CONFIG } from '@agentrun/runtime';
+import { Database, Kafka, PLATFORM_CONFIG, runEventVerifier } from '@agentrun/runtime';
 import type { ProjectorConfig } from './config';
 
 /** The consumer group that builds the read model; the test prefix is added in front of it. */
@@ -14,15 +14,18 @@ export const PROJECTOR_GROUP = 'agentrun-projector';
 const WHOLE_BATCH: KafkaBusPatternExtras = { batch: true };
 
 /**
- * Builds the read model from the run-event topic. A fetched batch is applied in one Postgres
- * transaction (one NOTIFY); then the state of every run in it is published to the compacted
- * run-state topic; then its offsets are committed. A crash in between replays the batch, which the
- * `(org, run_id, seq)` key turns into a no-op, and publishes the same states again.
+ * Builds the read model from the run-event topic. Each record's signature is checked before its
+ * bytes are parsed: an unsigned or badly signed record is dead-lettered with the reason and nothing
+ * of it is stored. A fetched batch is applied in one Postgres transaction (one NOTIFY); then the
+ * state of every run in it is published to the compacted run-state topic; then its offsets are
+ * committed. A crash in between replays the batch, which the `(org, run_id, seq)` key turns into a
+ * no-op, and publishes the same states again.
  */
 @Controller()
 export class RunEventProjector {
   private readonly logger = new Logger(RunEventProjector.name);
   private readonly faults: FaultPoints;
+  private readonly verifier: EventVerifier;
 
   constructor(
     private readonly db: Database,
@@ -30,6 +33,7 @@ export class RunEventProjector {
     @Inject(PLATFORM_CONFIG) config: ProjectorConfig,
   ) {
     this.faults = new FaultPoints(config.AGENTRUN_FAULTS, config.AGENTRUN_PROFILE);
+    this.verifier = runEventVerifier(config);
   }
 
   @EventPattern(TOPICS.runEvents, WHOLE_BATCH)
@@ -37,7 +41,15 @@ export class RunEventProjector {
     const events: RunEventEnvelope[] = [];
     const sources = new Map<RunEventEnvelope, InboundMessage>();
     const poison: OutboundMessage[] = [];
+    const refused = new Map<string, number>();
     for (const message of messages) {
+      // Verified first: a forged record's bytes are never parsed, let alone stored.
+      const verdict = this.verifier.verify(message.value, message.headers);
+      if (!verdict.ok) {
+        poison.push(dlqMessage(message, verdict.reason, verdict.detail));
+        refused.set(verdict.reason, (refused.get(verdict.reason) ?? 0) + 1);
+        continue;
+      }
       const reading = readRunEvent(message.value);
       if (reading.ok) {
         events.push(reading.event);
@@ -45,7 +57,8 @@ export class RunEventProjector {
       } else poison.push(dlqMessage(message, 'not_an_event', reading.detail));
     }
     if (poison.length) {
-      this.logger.warn(`dead-lettering ${poison.length} unreadable run events`);
+      const why = [...refused].map(([reason, n]) => `${n} ${reason}`).join(', ');
+      this.logger.warn(`dead-lettering ${poison.length} run events${why ? ` (${why}; the rest unreadable)` : ' (unreadable)'}`);
       await this.kafka.bus.send(this.kafka.topic(TOPICS.runEventsDlq), poison);
     }
     // Both steps in one attempt: after a failed publish, applying again is a no-op and the states are read afresh.

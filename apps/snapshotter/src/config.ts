@@ -1,4 +1,4 @@
-import { databaseSpec, int, lifecycleSpec, modeSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, quotasSpec, int, lifecycleSpec, modeSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 /** A Temporal worker that reads workspaces and Postgres and writes the object store. */
 export const snapshotterSpec = {
@@ -8,6 +8,8 @@ export const snapshotterSpec = {
   ...databaseSpec,
   ...workspaceSpec,
   ...objectStoreSpec,
+  // Interior captures past a run's snapshot count or bytes are skipped.
+  ...quotasSpec,
   SNAPSHOTTER_HOST: str('127.0.0.1'),
   SNAPSHOTTER_PORT: int(8084, 1, 65535),
   /** Captures at once; each one is mostly disk and network bound. */

@@ -1,6 +1,7 @@
 import { Inject, Injectable } from '@nestjs/common';
 import { createSnapshotActivities } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
+import { quotaFor } from '@agentrun/config';
 import { workspaceQueueFor } from '@agentrun/contracts';
 import { Database, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { SnapshotterConfig } from './config';
@@ -25,6 +26,7 @@ export class SnapshotLaneWorker extends LaneWorkers {
           store: createObjectStore(objectStoreConfigOf(this.config)),
           db: this.db.dataSource,
           paceMs: this.config.SNAPSHOT_PACE_MS,
+          quota: (org) => quotaFor(this.config.AGENTRUN_QUOTAS, org),
         }),
       },
     ];

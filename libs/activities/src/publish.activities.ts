@@ -1,12 +1,14 @@
 import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { ApplicationFailure } from '@temporalio/common';
 import { noFaults, type FaultPoints } from '@agentrun/config';
-import type { KafkaBus } from '@agentrun/kafka';
+import type { EventSigner, KafkaBus } from '@agentrun/kafka';
 import type { PublishActivities } from '@agentrun/workflows';
 
 export interface PublishDeps {
   bus: KafkaBus;
   topicPrefix: string;
+  /** Signs each record's value bytes; the projector refuses run events without a valid signature. */
+  signer: EventSigner;
   /** `publish.lose_ack_every=N`: every Nth publish is sent, then reported failed, as if its ack was lost. */
   faults?: FaultPoints;
 }
@@ -14,7 +16,8 @@ export interface PublishDeps {
 /**
  * The only producer of run events. Keyed by run id so a run's events stay in one partition, in the
  * order the workflow gave them. A retry after a lost ack may publish a batch twice; every consumer
- * dedupes by `(org, run_id, seq)`.
+ * dedupes by `(org, run_id, seq)`. Each record is signed over the exact value bytes sent, so the
+ * projector can tell our events from anything else written to the topic.
  */
 export function createPublishActivities(deps: PublishDeps): PublishActivities {
   const topic = deps.topicPrefix + TOPICS.runEvents;
@@ -22,7 +25,10 @@ export function createPublishActivities(deps: PublishDeps): PublishActivities {
     async publishRunEvents(events: RunEventEnvelope[]) {
       await deps.bus.send(
         topic,
-        events.map((e) => ({ key: e.run_id, value: JSON.stringify(e), headers: { org: e.org, seq: String(e.seq), type: e.type } })),
+        events.map((e) => {
+          const value = JSON.stringify(e);
+          return { key: e.run_id, value, headers: { org: e.org, seq: String(e.seq), type: e.type, ...deps.signer.headers(value) } };
+        }),
       );
       if ((deps.faults ?? noFaults).hit('publish.lose_ack_every')) {
         throw ApplicationFailure.retryable(`fault point: the ack of ${events.length} published events was lost`, 'LostAck');

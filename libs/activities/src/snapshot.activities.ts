@@ -3,10 +3,11 @@ import { ApplicationFailure } from '@temporalio/common';
 import { randomBytes } from 'node:crypto';
 import { mkdir, rename, rm, stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
+import { Readable } from 'node:stream';
 import { ByteCounter, packDirectory, restoreArchive, type ObjectStore } from '@agentrun/archive';
-import { snapshotObjectKeys } from '@agentrun/contracts';
-import type { CaptureInput, CaptureProgress, CaptureResult, ForkState, RestoreResult, SnapshotActivities } from '@agentrun/workflows';
-import { CaptureSources, type RecordedEffectRow } from '@agentrun/persistence';
+import { snapshotObjectKeys, trajectorySegmentKey } from '@agentrun/contracts';
+import type { CaptureInput, CaptureProgress, CaptureResult, ForkState, RestoreResult, SnapshotActivities, TrajectorySegment } from '@agentrun/workflows';
+import { CaptureSources, SnapshotManifest, type RecordedEffectRow } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
 import { stepOfKey } from './effect-keys';
 import { Workspace } from './workspace';
@@ -18,7 +19,12 @@ export interface SnapshotDeps {
   db: DataSource;
   /** Simulated slowness before each capture, for tests that kill or time out a capture in flight. */
   paceMs?: number;
+  /** The org's snapshot quotas (AGENTRUN_QUOTAS); without it, none. */
+  quota?: (org: string) => { snapshots_per_run: number; snapshot_bytes_per_run: number };
 }
+
+/** The failure type the series records as a `skipped` row: the run goes on without this capture. */
+export const QUOTA_EXCEEDED = 'quota_exceeded';
 
 /** What `state.json` holds: the fork state and the effects recorded when the snapshot was taken. */
 export interface SnapshotStateDocument {
@@ -46,15 +52,31 @@ function beater(everyMs = 1_000): (progress: CaptureProgress) => void {
 }
 
 /**
- * One capture: the workspace archive (streamed, never held in memory), the trajectory so far (the
- * run's own events, cumulative) and the state a fork starts from. Only a missing archive fails the
+ * One capture: the workspace archive (streamed, never held in memory), the trajectory segment (the
+ * run's own events since the previous capture's segment) and the state a fork starts from. Only a missing archive fails the
  * capture; a degraded trajectory or state read makes it `partial`, still gradable.
  */
 export function createSnapshotActivities(deps: SnapshotDeps): SnapshotActivities {
   const sources = new CaptureSources(deps.db);
+  const manifest = new SnapshotManifest(deps.db);
+  /**
+   * An interior capture past the run's stored snapshots or bytes is not taken. The final is exempt, as
+   * from `max_snapshots`: the run's end state is what it is graded and forked on. The manifest lags
+   * the captures by the projector's delay, so a run may pass its bytes by the captures in that window.
+   */
+  const checkQuota = async (input: CaptureInput): Promise<void> => {
+    if (!deps.quota || input.is_final) return;
+    const quota = deps.quota(input.org);
+    const stored = await manifest.storedTotals(input.org, input.run_id);
+    if (stored.count >= quota.snapshots_per_run)
+      throw ApplicationFailure.nonRetryable(`the run stores ${stored.count} snapshots, org ${input.org}'s limit (snapshots_per_run) is ${quota.snapshots_per_run}`, QUOTA_EXCEEDED);
+    if (stored.bytes >= quota.snapshot_bytes_per_run)
+      throw ApplicationFailure.nonRetryable(`the run's snapshots hold ${stored.bytes} bytes, org ${input.org}'s limit (snapshot_bytes_per_run) is ${quota.snapshot_bytes_per_run}`, QUOTA_EXCEEDED);
+  };
   return {
     async captureSnapshot(input: CaptureInput): Promise<CaptureResult> {
       const ctx = Context.current();
+      await checkQuota(input);
       const keys = snapshotObjectKeys(input.org, input.run_id, input.snapshot_id);
       const workspace = new Workspace(deps.workspaceRoot, input.org, input.run_id);
       const exists = await stat(workspace.dir).then((s) => s.isDirectory(), () => false);
@@ -93,10 +115,9 @@ export function createSnapshotActivities(deps: SnapshotDeps): SnapshotActivities
       ctx.heartbeat(progress);
 
       const reasons: string[] = [];
-      let trajectory: string | undefined;
+      let trajectory: { url: string; segment: TrajectorySegment } | undefined;
       try {
-        const events = await sources.trajectory(input.org, input.run_id);
-        trajectory = (await deps.store.put(keys.trajectory, Buffer.from(events.map((e) => JSON.stringify(e)).join('\n') + (events.length ? '\n' : '')))).url;
+        trajectory = await writeTrajectorySegment(sources, deps.store, input);
       } catch (err) {
         reasons.push(`trajectory_read_failed: ${(err as Error).message}`.slice(0, 200));
       }
@@ -123,12 +144,50 @@ export function createSnapshotActivities(deps: SnapshotDeps): SnapshotActivities
         artifact_id: `${input.run_id}-workspace`,
         bundle_object_url: stored.url,
         bytes: stored.bytes,
-        ...(trajectory ? { trajectory_s3_uri: trajectory } : {}),
+        ...(trajectory ? { trajectory_s3_uri: trajectory.url, trajectory_segment: trajectory.segment } : {}),
         ...(envId ? { env_universe_id: envId, env_universe_version: input.version } : {}),
         reasons,
       };
     },
   };
+}
+
+/**
+ * Which events a capture's segment holds: those after the newest segment that landed, up to the end
+ * of the contiguous run of events now projected. With nothing new the capture names the previous
+ * segment again and writes nothing; the very first capture of a run with no events yet writes an
+ * empty segment (first 1, last 0), so every capture whose read succeeded names a trajectory.
+ */
+export function planTrajectorySegment(after: TrajectorySegment | undefined, end: number): { segment: TrajectorySegment; write: boolean } {
+  const previous = after?.last_seq ?? 0;
+  if (end > previous) return { segment: { first_seq: previous + 1, last_seq: end }, write: true };
+  if (after) return { segment: { ...after }, write: false };
+  return { segment: { first_seq: 1, last_seq: 0 }, write: true };
+}
+
+/**
+ * Writes this capture's trajectory segment, streamed from Postgres a page at a time: the bytes a
+ * capture reads and stores are those of the events since the previous capture, not the whole run's.
+ */
+async function writeTrajectorySegment(sources: CaptureSources, store: ObjectStore, input: CaptureInput): Promise<{ url: string; segment: TrajectorySegment }> {
+  const after = input.trajectory_after;
+  const end = await sources.contiguousEnd(input.org, input.run_id, after?.last_seq ?? 0);
+  const { segment, write } = planTrajectorySegment(after, end);
+  const key = trajectorySegmentKey(input.org, input.run_id, segment.last_seq);
+  if (!write) {
+    // The previous segment is this capture's too; it must still be there to be named.
+    if (!(await store.stat(key))) throw new Error(`the previous trajectory segment (to seq ${segment.last_seq}) is not in the object store`);
+    return { url: store.url(key), segment };
+  }
+  const pages = sources.trajectoryPages(input.org, input.run_id, segment.first_seq - 1, segment.last_seq);
+  const body = Readable.from(
+    (async function* () {
+      for await (const page of pages) yield Buffer.from(page.map((row) => JSON.stringify(row.event) + '\n').join(''));
+    })(),
+    { objectMode: false },
+  );
+  const stored = await store.put(key, body);
+  return { url: stored.url, segment };
 }
 
 export interface RestoreDeps {

@@ -13,3 +13,4 @@ export * from './local-object-store';
 export * from './s3-object-store';
 export * from './object-store-config';
 export { ByteCounter } from './byte-counter';
+export * from './segments';

@@ -1,8 +1,9 @@
-import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
+import { mkdir, mkdtemp, readdir, readFile, readlink, rm, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Readable } from 'node:stream';
-import { gzipSync } from 'node:zlib';
+import { pipeline, Readable } from 'node:stream';
+import { createGzip, gzipSync } from 'node:zlib';
 import { ArchiveRefused, restoreArchive, type RefusalReason } from './restore';
 
 // ---------------------------------------------------------------------------------------------------
@@ -61,6 +62,40 @@ const pax = (records: Record<string, string>, type: 'x' | 'g' = 'x'): RawEntry =
     })
     .join('');
   return { name: `PaxHeaders/${type}`, type, data: body };
+};
+
+/** A pax record of exactly `bytes` bytes: `<len> <key>=<filler>\n`. */
+function paxRecordOf(key: string, bytes: number): Buffer {
+  const head = `${bytes} ${key}=`;
+  return Buffer.concat([Buffer.from(head), Buffer.alloc(bytes - head.length - 1, 'a'), Buffer.from('\n')]);
+}
+
+/**
+ * The archive of issue 16's finding 8: `records` pax headers of 1 MiB each, every one under a key of
+ * its own so a reader that keeps them all holds `records` MiB, then one small file they would describe.
+ * Generated and gzip'd as it is read, never held whole; `made()` says how many pax headers the reader
+ * pulled out of the generator, so a test can tell how far a restore read before it stopped.
+ */
+function paxFlood(records: number, { perEntry = records }: { perEntry?: number } = {}): { stream: Readable; made: () => number } {
+  const MiB = 1024 * 1024;
+  let made = 0;
+  function* blocks(): Generator<Buffer> {
+    for (let i = 0; i < records; i++) {
+      yield ustarHeader({ name: `PaxHeaders/${i}`, type: 'x' }, MiB);
+      yield paxRecordOf(`comment.${i}`, MiB);
+      made++;
+      if ((i + 1) % perEntry === 0) yield* [ustarHeader({ name: `f${i}` }, 1), Buffer.from('x'), Buffer.alloc(511)];
+    }
+    yield* [ustarHeader({ name: 'last' }, 1), Buffer.from('x'), Buffer.alloc(511), Buffer.alloc(1024)];
+  }
+  const stream = pipeline(Readable.from(blocks()), createGzip({ level: 1 }), () => {});
+  return { stream, made: () => made };
+}
+
+/** The bytes in use: the JS heap plus Buffers' memory outside it. */
+const inUse = () => {
+  const m = process.memoryUsage();
+  return m.heapUsed + m.arrayBuffers;
 };
 
 // ---------------------------------------------------------------------------------------------------
@@ -156,6 +191,52 @@ describe('restoring a hostile archive', () => {
     await expectRefused(bomb, 'too_large', 'a', { maxBytes: 1000, maxEntries: 10 });
   });
 
+  it('too_much_metadata: 150 pax headers of 1 MiB for one entry are refused early, without holding them (finding 8)', async () => {
+    (global as { gc?: () => void }).gc?.();
+    const before = inUse();
+    let peak = before;
+    const sampler = setInterval(() => (peak = Math.max(peak, inUse())), 5);
+    const flood = paxFlood(150);
+    const started = Date.now();
+    const err = await restoreArchive(flood.stream, target).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    clearInterval(sampler);
+    peak = Math.max(peak, inUse());
+    expect(err).toBeInstanceOf(ArchiveRefused);
+    expect((err as ArchiveRefused).reason).toBe('too_much_metadata');
+    // Stopped at the second 1 MiB header; the stream's read-ahead (up to 16 chunks buffered, 8 headers)
+    // generates a few more (5 when measured): a handful of the 150, never most of them.
+    expect(flood.made()).toBeLessThan(20);
+    expect(Date.now() - started).toBeLessThan(10_000);
+    // Without the cap this holds all 150 MiB of records (1.25 GB in the finding); with it a few MiB.
+    expect(peak - before).toBeLessThan(100 * 1024 * 1024);
+    expect(await readdir(base)).toEqual(['outside.txt']);
+  });
+
+  it('too_much_metadata: one pax header past the per-entry cap', async () => {
+    await expectRefused(gz([pax({ comment: 'x'.repeat(1024 * 1024) }), { name: 'a', data: 'a' }]), 'too_much_metadata', '');
+  });
+
+  it('too_much_metadata: pax and GNU long-name headers for one entry count together', async () => {
+    const long = (type: 'L' | 'K') => ({ name: '././@LongLink', type, data: `${'n'.repeat(400 * 1024)}\0` });
+    await expectRefused(gz([pax({ comment: 'c'.repeat(400 * 1024) }), long('L'), long('K'), { name: 'a', data: 'a' }]), 'too_much_metadata', '');
+  });
+
+  it('too_much_metadata: pax headers of 1 MiB on many entries, past the total for the archive', async () => {
+    // Each entry's headers are within the per-entry cap; their sum is what is refused.
+    const flood = paxFlood(80, { perEntry: 1 });
+    const err = await restoreArchive(flood.stream, target).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(ArchiveRefused);
+    expect((err as ArchiveRefused).reason).toBe('too_much_metadata');
+    expect(flood.made()).toBeLessThan(80);
+    expect(await readdir(base)).toEqual(['outside.txt']);
+  });
+
   it('too_many_entries: more entries than maxEntries', async () => {
     await expectRefused(gz(['a', 'b', 'c', 'd'].map((name) => ({ name, data: name }))), 'too_many_entries', 'd', { maxEntries: 3 });
   });
@@ -221,6 +302,42 @@ describe('restoring into a target', () => {
     expect(await readdir(join(base, 'ws'))).toEqual(['named-by-pax.txt']);
     expect(await readFile(join(base, 'ws', 'named-by-pax.txt'), 'utf8')).toBe('pax');
     expect((await stat(join(base, 'ws', 'named-by-pax.txt'))).mtimeMs).toBe(1_600_000_000_000);
+  });
+
+  it('GNU tar --format=posix (a pax header on every entry: long paths, a long link, sub-second mtimes) still restores', async () => {
+    // Every entry gets atime/ctime/mtime records, and the long names a path record: the metadata caps
+    // must leave an ordinary archive of many entries alone.
+    const src = join(base, 'src');
+    const deep = Array.from({ length: 12 }, (_, i) => `directory-with-a-long-name-${i}`).join('/');
+    await mkdir(join(src, deep), { recursive: true });
+    for (let i = 0; i < 300; i++) await writeFile(join(src, deep, `file-${i}.txt`), `file ${i}`);
+    await symlink(`${deep}/file-0.txt`, join(src, 'long-link'));
+    await utimes(join(src, deep, 'file-1.txt'), 1_600_000_000.25, 1_600_000_000.25);
+    const archive = join(base, 'posix.tgz');
+    execFileSync('tar', ['--format=posix', '-czf', archive, '-C', src, '.']);
+
+    const summary = await restoreArchive(Readable.from([await readFile(archive)]), join(base, 'ws'));
+    expect(summary).toMatchObject({ files: 300, symlinks: 1, dirs: 12 });
+    expect(await readFile(join(base, 'ws', deep, 'file-299.txt'), 'utf8')).toBe('file 299');
+    expect(await readlink(join(base, 'ws', 'long-link'))).toBe(`${deep}/file-0.txt`);
+    expect((await stat(join(base, 'ws', deep, 'file-1.txt'))).mtimeMs).toBe(1_600_000_000_000);
+  });
+
+  it('metadata right at the per-entry cap (pax and a GNU long name together) still restores', async () => {
+    const MiB = 1024 * 1024;
+    const name = `${'n'.repeat(200)}.txt`;
+    // 1 MiB exactly: the pax data and the long name's 1 KiB.
+    const records = paxRecordOf('comment', MiB - 1024);
+    const archive = gzipSync(
+      Buffer.concat([
+        ustarHeader({ name: 'PaxHeaders/x', type: 'x' }, records.length),
+        records,
+        Buffer.alloc((512 - (records.length % 512)) % 512),
+        tarOf([{ name: '././@LongLink', type: 'L', data: `${name}\0`.padEnd(1024, '\0') }, { name: 'short', data: 'at the cap' }]),
+      ]),
+    );
+    await restoreArchive(Readable.from([archive]), join(base, 'ws'));
+    expect(await readFile(join(base, 'ws', name), 'utf8')).toBe('at the cap');
   });
 
   it('passes on an error of the source stream as it is', async () => {

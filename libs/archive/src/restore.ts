@@ -15,6 +15,7 @@ export type RefusalReason =
   | 'setuid'
   | 'too_large'
   | 'too_many_entries'
+  | 'too_much_metadata'
   | 'corrupt'
   | 'unsupported_entry';
 
@@ -49,8 +50,19 @@ export interface RestoreSummary {
 export const DEFAULT_RESTORE_MAX_BYTES = 2 * 1024 ** 3;
 export const DEFAULT_RESTORE_MAX_ENTRIES = 100_000;
 
-/** Largest pax or GNU long-name header we hold in memory; real ones are a few hundred bytes. */
-const MAX_META_BYTES = 1024 * 1024;
+/**
+ * Most pax and GNU long-name data we read for one entry, all its headers together: what applies to an
+ * entry is held in memory until the entry comes, so this bounds that memory (a flood of headers before
+ * one entry is refused at the cap, not accumulated). Real ones are a few hundred bytes; a long path or
+ * link target a few KiB; extended attributes rarely more than 64 KiB.
+ */
+const MAX_ENTRY_META_BYTES = 1024 * 1024;
+/**
+ * Most pax and GNU long-name data we read in the whole archive, so the work of parsing it stays bounded
+ * too. GNU tar --format=posix writes about 100 bytes for every entry (mtime, atime, ctime), so even the
+ * default maxEntries of 100,000 uses a sixth of it.
+ */
+const MAX_TOTAL_META_BYTES = 64 * 1024 * 1024;
 /** Slack allowed past the end-of-archive blocks: tar writers pad to their record size (GNU: 10 KiB). */
 const MAX_TRAILING_BYTES = 16 * 1024 * 1024;
 
@@ -62,9 +74,10 @@ const MAX_TRAILING_BYTES = 16 * 1024 * 1024;
  *
  * Refused (ArchiveRefused, see RefusalReason): absolute names, `..` in a name, a symbolic link that
  * could point outside the tree, an entry beneath a symbolic link the archive made, device files and
- * fifos, setuid/setgid modes, more than `maxBytes` of data or `maxEntries` entries, a bad checksum or a
- * truncated stream, and entry kinds we do not restore. Owners are never applied; modes keep the
- * permission bits only; mtimes are kept (directories' once their contents are written).
+ * fifos, setuid/setgid modes, more than `maxBytes` of data or `maxEntries` entries, more pax/long-name
+ * metadata than an entry or an archive needs, a bad checksum or a truncated stream, and entry kinds we
+ * do not restore. Owners are never applied; modes keep the permission bits only; mtimes are kept
+ * (directories' once their contents are written).
  */
 export async function restoreArchive(source: Readable, targetDir: string, options: RestoreOptions = {}): Promise<RestoreSummary> {
   const limits = {
@@ -196,6 +209,9 @@ class Extraction {
   /** Directories' final mode and mtime, applied once everything beneath them is written. */
   private readonly dirAttributes = new Map<string, { mode: number; mtime: number }>();
   private readonly madeDirs = new Set<string>(['']);
+  /** Metadata header bytes read since the last entry, and in the whole archive. */
+  private entryMetaBytes = 0;
+  private totalMetaBytes = 0;
 
   constructor(
     private readonly root: string,
@@ -234,6 +250,7 @@ class Extraction {
       const size = meta.pax.has('size') ? paxInteger(meta.pax.get('size')!, 'size', name) : header.size;
       const mtime = meta.pax.has('mtime') ? paxMtime(meta.pax.get('mtime')!, name) : header.mtime;
       meta = { pax: new Map() };
+      this.entryMetaBytes = 0;
       this.input.entry = name;
 
       if (++this.entries > this.limits.maxEntries) {
@@ -247,8 +264,20 @@ class Extraction {
     return this.summary;
   }
 
+  /** One metadata header's data, checked against both caps before any of it is read. */
   private async meta(size: number): Promise<Buffer> {
-    if (size > MAX_META_BYTES) throw new ArchiveRefused('corrupt', this.input.entry, `extended header of ${size} bytes`);
+    if (this.entryMetaBytes + size > MAX_ENTRY_META_BYTES) {
+      throw new ArchiveRefused(
+        'too_much_metadata',
+        this.input.entry,
+        `extended header of ${size} bytes after ${this.entryMetaBytes} for the same entry; at most ${MAX_ENTRY_META_BYTES} per entry`,
+      );
+    }
+    if (this.totalMetaBytes + size > MAX_TOTAL_META_BYTES) {
+      throw new ArchiveRefused('too_much_metadata', this.input.entry, `more than ${MAX_TOTAL_META_BYTES} bytes of extended headers in the archive`);
+    }
+    this.entryMetaBytes += size;
+    this.totalMetaBytes += size;
     const data = size === 0 ? Buffer.alloc(0) : await this.input.exact(size);
     if (data === undefined) throw this.input.truncated();
     await this.input.skip(padding(size));

@@ -18,6 +18,7 @@ import { ObjectNotFound } from './object-store';
 import { packDirectory } from './pack';
 import { restoreArchive } from './restore';
 import { S3ObjectStore } from './s3-object-store';
+import { concatParts, segmentChain } from './segments';
 
 const BUCKET = 'agentrun-snapshots';
 
@@ -98,6 +99,21 @@ describe('the S3 object store (s3rver in process)', () => {
     });
     await expect(store.put('broken.bin', failing)).rejects.toThrow('source died');
     expect(await store.stat('broken.bin')).toBeUndefined();
+  });
+
+  it('chains and reads trajectory segments back, a streamed segment included', async () => {
+    const keyOf = (lastSeq: number) => `acme/run-s3/trajectory/to-${String(lastSeq).padStart(12, '0')}.jsonl`;
+    const line = (seq: number) => JSON.stringify({ seq, pad: 'x'.repeat(200) }) + '\n';
+    const range = (from: number, to: number) => Array.from({ length: to - from + 1 }, (_, i) => line(from + i)).join('');
+    await store.put(keyOf(2), Buffer.from(range(1, 2)));
+    // Written as the capture writes it: a stream of pages, its length unknown up front.
+    await store.put(keyOf(40_000), Readable.from([Buffer.from(range(3, 20_000)), Buffer.from(range(20_001, 40_000))]));
+    await store.put(keyOf(40_001), Buffer.from(range(40_001, 40_001)));
+    const parts = await segmentChain(store, { keyOf }, 40_001);
+    expect(parts.map((p) => p.key)).toEqual([keyOf(2), keyOf(40_000), keyOf(40_001)]);
+    const text = (await buffer(concatParts(store, parts))).toString();
+    expect(text).toBe(range(1, 40_001));
+    expect(parts.reduce((n, p) => n + p.bytes, 0)).toBe(Buffer.byteLength(text));
   });
 
   it('answers not found: stat undefined, get ObjectNotFound, delete fine', async () => {

@@ -1,13 +1,13 @@
 import type { FactoryProvider } from '@nestjs/common';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
-import { modelEndpointNames, type RunDefaultsConfig, type TemporalConfig } from '@agentrun/config';
+import { modelEndpointNames, type Quotas, type RunDefaultsConfig, type TemporalConfig } from '@agentrun/config';
 import { Database, Kafka, Temporal } from '@agentrun/runtime';
 import { CommandService } from './command.service';
 import { agentDefaultsOf, createCommandService, evalDefaultsOf } from './wiring';
 
 /** The command service as a Nest provider, for every service that accepts commands. */
 export function commandServiceProvider(
-  config: RunDefaultsConfig & Pick<TemporalConfig, 'AGENTRUN_TASK_QUEUE_PREFIX'> & Parameters<typeof objectStoreConfigOf>[0] & { AGENTRUN_MODEL_ENDPOINTS?: string },
+  config: RunDefaultsConfig & Pick<TemporalConfig, 'AGENTRUN_TASK_QUEUE_PREFIX'> & Parameters<typeof objectStoreConfigOf>[0] & { AGENTRUN_MODEL_ENDPOINTS?: string; AGENTRUN_QUOTAS: Quotas },
 ): FactoryProvider<CommandService> {
   return {
     provide: CommandService,
@@ -23,6 +23,7 @@ export function commandServiceProvider(
         evalDefaults: evalDefaultsOf(config),
         objectStore: createObjectStore(objectStoreConfigOf(config)),
         modelEndpoints: modelEndpointNames(config.AGENTRUN_MODEL_ENDPOINTS),
+        quotas: config.AGENTRUN_QUOTAS,
       }),
   };
 }

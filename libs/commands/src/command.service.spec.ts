@@ -1,3 +1,4 @@
+import { Logger } from '@nestjs/common';
 import { COMMAND_TYPES } from '@agentrun/contracts';
 import { TransientCommandError } from './errors';
 import { createCommandHandlers } from './handlers/registry';
@@ -88,16 +89,27 @@ describe('CommandService', () => {
     expect(ledger.released).toEqual([`acme/${command.command_id}`]);
   });
 
-  it('rejects with internal_error when a handler fails for any other reason, and records it', async () => {
-    const { service, ledger, runs, outcomes } = serviceWithFakes();
-    const command = commandOf('agent.pause', {});
-    runs.failNext('describe', new Error('malformed memo'));
+  it('rejects with internal_error when a handler fails for any other reason, and records it: the error under an id in the log, the id alone in the outcome', async () => {
+    const logged = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    try {
+      const { service, ledger, runs, outcomes } = serviceWithFakes();
+      const command = commandOf('agent.pause', {});
+      runs.failNext('describe', new Error('malformed memo in workflow acme/run-1 (namespace prod-7, frontend 10.4.5.6:7233)'));
 
-    const outcome = await service.handle(command);
+      const outcome = await service.handle(command, 'agentrun.commands.v1/0/18');
 
-    expect(outcome).toMatchObject({ outcome: 'rejected', reason: 'internal_error', message: 'malformed memo' });
-    expect(ledger.released).toEqual([]);
-    expect(outcomes.published).toEqual([outcome]);
+      expect(outcome).toMatchObject({ outcome: 'rejected', reason: 'internal_error', error_id: expect.stringMatching(/^[0-9a-f-]{36}$/) });
+      expect(outcome.message).toBe(`the command failed with an unexpected error, logged under error id ${outcome.error_id}`);
+      expect(JSON.stringify(outcome)).not.toMatch(/memo|namespace|10\.4/);
+      expect(logged).toHaveBeenCalledTimes(1);
+      expect(logged.mock.calls[0][0]).toContain(`error id ${outcome.error_id}: Error: malformed memo in workflow acme/run-1 (namespace prod-7, frontend 10.4.5.6:7233)`);
+      expect(ledger.released).toEqual([]);
+      expect(outcomes.published).toEqual([outcome]);
+      // The same Kafka message read again gets the same outcome, its error id included.
+      expect(await service.handle(command, 'agentrun.commands.v1/0/18')).toEqual(outcome);
+    } finally {
+      logged.mockRestore();
+    }
   });
 
   it('records and publishes a rejection decided before any handler', async () => {

@@ -1,10 +1,12 @@
-import { lanesFor, type Command, type CommandOf, type CommandOutcome, type CommandType, type RejectionReason } from '@agentrun/contracts';
+import { Logger } from '@nestjs/common';
+import { randomUUID } from 'node:crypto';
+import { COMMAND_KEY_ID_HEADER, COMMAND_SIGNATURE_HEADER, lanesFor, type Command, type CommandOf, type CommandOutcome, type CommandType, type RejectionReason } from '@agentrun/contracts';
 import { rejected, type CommandDecision } from './decision';
 import { looksUnreachable, TransientCommandError } from './errors';
 import type { CommandHandlers } from './handlers/command-handler';
 import { createCommandHandlers } from './handlers/registry';
 import type { AgentDefaults, EvalDefaults } from './handlers/run-starter';
-import type { CommandLedgerPort, DatasetCatalogPort, OutcomePublisherPort, RunDirectoryPort, SnapshotLookupPort } from './ports';
+import type { CommandLedgerPort, DatasetCatalogPort, OutcomePublisherPort, QuotaPort, RunDirectoryPort, SnapshotLookupPort } from './ports';
 
 export interface CommandServiceDeps {
   runs: RunDirectoryPort;
@@ -18,10 +20,25 @@ export interface CommandServiceDeps {
   evalDefaults: EvalDefaults;
   /** Real evals' datasets and model endpoints; without it an eval with a dataset is refused. */
   datasets?: DatasetCatalogPort;
+  /** Per-org limits checked at every start; without it, none. */
+  quotas?: QuotaPort;
   now?: () => Date;
 }
 
 type CommandRef = { command_id: string; org: string; run_id: string; type: string };
+
+/**
+ * The whole answer to a command whose credential did not count: it names no run state, so it reads the
+ * same for a run that exists and one that does not.
+ */
+export const UNAUTHORIZED_MESSAGE = `the command carries no valid command key signature (${COMMAND_KEY_ID_HEADER}, ${COMMAND_SIGNATURE_HEADER} headers); it was not looked at`;
+
+const INTERNAL_ERROR_MESSAGE = 'the command failed with an unexpected error, logged under error id ';
+
+/** The ledger keeps an outcome's message, not its error id: a replayed internal_error reads it back from there. */
+function errorIdOf(message: string | null): { error_id?: string } {
+  return message?.startsWith(INTERNAL_ERROR_MESSAGE) ? { error_id: message.slice(INTERNAL_ERROR_MESSAGE.length) } : {};
+}
 
 /**
  * The one path from a command (Kafka or HTTP) to its run. Each command id gets one decision per org,
@@ -30,6 +47,7 @@ type CommandRef = { command_id: string; org: string; run_id: string; type: strin
 export class CommandService {
   private readonly handlers: CommandHandlers;
   private readonly now: () => Date;
+  private readonly logger = new Logger('commands');
 
   constructor(private readonly deps: CommandServiceDeps) {
     this.handlers = createCommandHandlers({ ...deps, lanes: lanesFor(deps.taskQueuePrefix) });
@@ -48,14 +66,37 @@ export class CommandService {
       } catch (err) {
         if (err instanceof TransientCommandError) throw err;
         if (looksUnreachable(err)) throw new TransientCommandError(`not decided: ${(err as Error).message}`);
-        return rejected('internal_error', (err as Error).message);
+        return this.internalError(command, err);
       }
     });
+  }
+
+  /**
+   * A handler failed in a way nobody planned for. Its error (Temporal's or a driver's text, which may
+   * name servers, paths and queries) goes to the log under a new id; the outcome, which reaches the
+   * client over HTTP and every consumer of the outcome topic, carries the id and a generic message.
+   */
+  private internalError(command: CommandRef, err: unknown): CommandDecision {
+    const errorId = randomUUID();
+    this.logger.error(`command ${command.command_id} (${command.type} on ${command.org}/${command.run_id}) failed, error id ${errorId}: ${(err as Error)?.stack ?? String(err)}`);
+    return { outcome: 'rejected', reason: 'internal_error', message: INTERNAL_ERROR_MESSAGE + errorId, error_id: errorId };
   }
 
   /** Records and publishes the outcome of a command that failed validation before reaching its handler. */
   async reject(base: CommandRef, reason: RejectionReason, message: string, source: string | null = null): Promise<CommandOutcome> {
     return this.decideOnce(base, source, async () => rejected(reason, message));
+  }
+
+  /**
+   * Answers a command whose org credential did not verify: `rejected / unauthorized`, published but
+   * not recorded. The ledger is left alone on purpose: a claim would let anyone burn another org's
+   * command ids (the signed command sent later would be a `duplicate`), and reading it would tell an
+   * unauthenticated sender whether an id was used. A redelivery answers the same way again.
+   */
+  async refuseUnauthorized(base: CommandRef): Promise<CommandOutcome> {
+    const outcome = this.outcome(base, rejected('unauthorized', UNAUTHORIZED_MESSAGE));
+    await this.deps.outcomes.publish(outcome);
+    return outcome;
   }
 
   private dispatch<T extends CommandType>(command: CommandOf<T>): Promise<CommandDecision> {
@@ -75,7 +116,7 @@ export class CommandService {
               ...this.outcome(
                 command,
                 decided.outcome === 'rejected'
-                  ? rejected((decided.reason ?? 'internal_error') as RejectionReason, decided.message ?? '')
+                  ? { ...rejected((decided.reason ?? 'internal_error') as RejectionReason, decided.message ?? ''), ...errorIdOf(decided.message) }
                   : { outcome: 'accepted', ...(decided.message ? { message: decided.message } : {}) },
               ),
               outcome: decided.outcome,
@@ -111,6 +152,7 @@ export class CommandService {
       outcome: decision.outcome,
       ...(decision.outcome === 'rejected' ? { reason: decision.reason } : {}),
       ...(decision.message ? { message: decision.message } : {}),
+      ...(decision.outcome === 'rejected' && decision.error_id ? { error_id: decision.error_id } : {}),
       ts: this.now().toISOString(),
     };
   }

@@ -10,3 +10,4 @@ export * from './adapters/kafka-outcome-publisher';
 export * from './wiring';
 export * from './command-service.provider';
 export * from './adapters/dataset-catalog';
+export * from './command-auth';

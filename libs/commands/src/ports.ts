@@ -112,3 +112,32 @@ export interface DatasetCatalogPort {
   /** The model endpoints the workers are configured with. */
   readonly modelEndpoints: readonly string[];
 }
+
+/** The limits a start is checked against (a subset of AGENTRUN_QUOTAS, for one org). */
+export interface StartLimits {
+  active_runs: number;
+  max_steps: number;
+  snapshots_per_run: number;
+}
+
+/** Per-org quotas at the start of a run: the org's limits and how many runs it holds now. */
+export interface QuotaPort {
+  limits(org: string): StartLimits;
+  /** The org's runs not yet terminal (read model), starts not yet projected included. */
+  activeRuns(org: string): Promise<number>;
+}
+
+/** A command key as the verifier sees it: whose it is, what was issued, and whether it still counts. */
+export interface CommandKeyView {
+  /** Normalised (lowercase). */
+  org: string;
+  /** SHA-256 (hex) of the key as issued. */
+  key_hash: string;
+  revoked: boolean;
+}
+
+/** The issued command keys (Postgres). Throws when out of reach, so a command is never refused on a guess. */
+export interface CommandKeyLookupPort {
+  /** Undefined for an id never issued. */
+  find(keyId: string): Promise<CommandKeyView | undefined>;
+}

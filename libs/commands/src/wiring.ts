@@ -1,16 +1,16 @@
 import type { Client } from '@temporalio/client';
-import type { RunDefaultsConfig } from '@agentrun/config';
+import { quotaFor, type Quotas, type RunDefaultsConfig } from '@agentrun/config';
 import { TOPICS } from '@agentrun/contracts';
 import type { KafkaBus } from '@agentrun/kafka';
 import type { ObjectStore } from '@agentrun/archive';
-import { CommandLedger, EvalStore, SnapshotManifest } from '@agentrun/persistence';
+import { CommandLedger, EvalStore, ReadModel, SnapshotManifest } from '@agentrun/persistence';
 import { DatasetCatalog } from './adapters/dataset-catalog';
 import type { DataSource } from 'typeorm';
 import { KafkaOutcomePublisher } from './adapters/kafka-outcome-publisher';
 import { TemporalRunDirectory } from './adapters/temporal-run-directory';
 import { CommandService } from './command.service';
 import type { AgentDefaults, EvalDefaults } from './handlers/run-starter';
-import type { CommandLedgerPort, SnapshotLookupPort } from './ports';
+import type { CommandLedgerPort, QuotaPort, SnapshotLookupPort } from './ports';
 
 export interface CommandServiceWiring {
   /** Read when a command is handled, so the client may connect after the service is built. */
@@ -25,6 +25,8 @@ export interface CommandServiceWiring {
   objectStore?: ObjectStore;
   /** The model endpoint names the eval workers are configured with. */
   modelEndpoints?: readonly string[];
+  /** AGENTRUN_QUOTAS: checked at every start. */
+  quotas?: Quotas;
 }
 
 /** The command service as every entry point (Kafka consumer, HTTP) builds it: ledger in Postgres, outcomes on Kafka. */
@@ -32,6 +34,9 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
   // The persistence classes implement the ports as they stand.
   const ledger: CommandLedgerPort = new CommandLedger(w.dataSource);
   const snapshots: SnapshotLookupPort = new SnapshotManifest(w.dataSource);
+  const readModel = new ReadModel(w.dataSource);
+  const table = w.quotas;
+  const quotas: QuotaPort | undefined = table && { limits: (org) => quotaFor(table, org), activeRuns: (org) => readModel.activeRuns(org) };
   return new CommandService({
     runs: new TemporalRunDirectory(w.temporal),
     ledger,
@@ -40,6 +45,7 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
     taskQueuePrefix: w.taskQueuePrefix,
     agentDefaults: w.agentDefaults,
     evalDefaults: w.evalDefaults,
+    ...(quotas ? { quotas } : {}),
     ...(w.objectStore ? { datasets: new DatasetCatalog(new EvalStore(w.dataSource), w.objectStore, w.modelEndpoints ?? ['default']) } : {}),
   });
 }

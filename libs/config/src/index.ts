@@ -3,3 +3,5 @@ export * from './platform';
 export * from './faults';
 export * from './production';
 export * from './model-endpoints';
+export * from './quotas';
+export * from './event-keys';

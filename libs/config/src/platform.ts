@@ -22,6 +22,15 @@ export const modeSpec = {
   AGENTRUN_MODE: oneOf(['local', 'production'] as const, 'local'),
 };
 
+/**
+ * The server secret command keys are derived from (see deriveCommandKey in libs/persistence): read by
+ * the orchestrator, which verifies signed commands, and by the token CLI, which issues keys. Changing
+ * it revokes every command key at once. Unset in production mode, every command on Kafka is refused.
+ */
+export const commandKeySpec = {
+  AGENTRUN_COMMAND_KEY_SECRET: secret(),
+};
+
 /** The timing profile, and the fault points the fault suite arms (see FaultPoints; ignored outside the test profile). */
 export const profileSpec = {
   AGENTRUN_PROFILE: oneOf(['production', 'test'] as const, 'production'),

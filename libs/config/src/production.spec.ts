@@ -19,6 +19,22 @@ describe('what each mode refuses', () => {
     expect(productionProblems({ AGENTRUN_MODE: 'local', CURSOR_SECRET: 'local-development-cursor-secret' })).toEqual([]);
   });
 
+  it("production refuses a gateway with no allowed host names, and looks at no other service's config for them", () => {
+    const gateway = { AGENTRUN_MODE: 'production', CURSOR_SECRET: 'x'.repeat(32), DATABASE_URL: 'postgres://agentrun@db/agentrun' };
+    expect(productionProblems({ ...gateway, GATEWAY_ALLOWED_HOSTS: [] })).toEqual([expect.stringMatching(/^GATEWAY_ALLOWED_HOSTS is empty; production mode needs the host names clients reach the gateway by/)]);
+    expect(productionProblems({ ...gateway, GATEWAY_ALLOWED_HOSTS: ['agentrun.example.com'] })).toEqual([]);
+    expect(productionProblems(gateway)).toEqual([]);
+    expect(productionProblems({ AGENTRUN_MODE: 'local', GATEWAY_ALLOWED_HOSTS: [] })).toEqual([]);
+  });
+
+  it('production refuses a short command key secret, and allows none (every Kafka command is then refused at the consumer)', () => {
+    const orchestrator = { AGENTRUN_MODE: 'production', DATABASE_URL: 'postgres://agentrun@db/agentrun' };
+    expect(productionProblems({ ...orchestrator, AGENTRUN_COMMAND_KEY_SECRET: 'short' })).toEqual([expect.stringMatching(/^AGENTRUN_COMMAND_KEY_SECRET is shorter than 32 characters/)]);
+    expect(productionProblems({ ...orchestrator, AGENTRUN_COMMAND_KEY_SECRET: 'x'.repeat(32) })).toEqual([]);
+    expect(productionProblems({ ...orchestrator, AGENTRUN_COMMAND_KEY_SECRET: undefined })).toEqual([]);
+    expect(productionProblems({ AGENTRUN_MODE: 'local', AGENTRUN_COMMAND_KEY_SECRET: 'short' })).toEqual([]);
+  });
+
   it('a database password given apart from the URL is the one checked', () => {
     expect(productionProblems({ AGENTRUN_MODE: 'production', DATABASE_URL: 'postgres://agentrun:agentrun@db/agentrun', DATABASE_PASSWORD: 'other' })).toEqual([]);
     expect(productionProblems({ AGENTRUN_MODE: 'production', DATABASE_URL: 'postgres://agentrun:other@db/agentrun', DATABASE_PASSWORD: 'agentrun' })).toHaveLength(1);

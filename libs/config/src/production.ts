@@ -1,7 +1,10 @@
 import { ConfigError, loadConfig, type ConfigOf, type Env, type Spec } from './env';
+import { eventKeyProblems } from './event-keys';
 
 /** The gateway's cursor-signing secret when none is set: fine on a laptop, a forgery kit anywhere else. */
 export const DEVELOPMENT_CURSOR_SECRET = 'local-development-cursor-secret';
+/** The least length of AGENTRUN_COMMAND_KEY_SECRET production mode takes. */
+export const COMMAND_KEY_SECRET_MIN_LENGTH = 32;
 /** The local stack's database password, which is also the default DATABASE_URL's. */
 export const DEVELOPMENT_DATABASE_PASSWORD = 'agentrun';
 
@@ -15,6 +18,18 @@ export function productionProblems(config: Record<string, unknown>): string[] {
   const problems: string[] = [];
   if (config.CURSOR_SECRET === DEVELOPMENT_CURSOR_SECRET) {
     problems.push('CURSOR_SECRET is the development default; production mode needs a secret of its own (CURSOR_SECRET or CURSOR_SECRET_FILE)');
+  }
+  // A gateway answers only the names it is published under; in production nobody can guess them.
+  if (Array.isArray(config.GATEWAY_ALLOWED_HOSTS) && config.GATEWAY_ALLOWED_HOSTS.length === 0) {
+    problems.push(
+      'GATEWAY_ALLOWED_HOSTS is empty; production mode needs the host names clients reach the gateway by (e.g. GATEWAY_ALLOWED_HOSTS=agentrun.example.com), since a request naming any other host is refused',
+    );
+  }
+  // Unset is allowed (every Kafka command is then refused, said at startup); a short one is a guessable one.
+  if (typeof config.AGENTRUN_COMMAND_KEY_SECRET === 'string' && config.AGENTRUN_COMMAND_KEY_SECRET.length < COMMAND_KEY_SECRET_MIN_LENGTH) {
+    problems.push(
+      `AGENTRUN_COMMAND_KEY_SECRET is shorter than ${COMMAND_KEY_SECRET_MIN_LENGTH} characters; command keys are derived from it, so it needs to be a long random secret (e.g. openssl rand -hex 32)`,
+    );
   }
   if (typeof config.DATABASE_URL === 'string') {
     const password = typeof config.DATABASE_PASSWORD === 'string' ? config.DATABASE_PASSWORD : passwordOf(config.DATABASE_URL);
@@ -55,7 +70,7 @@ export function isLoopback(host: string): boolean {
 /** A service's configuration: its settings read and checked, then what its mode refuses. */
 export function loadServiceConfig<S extends Spec>(spec: S, env: Env = process.env): ConfigOf<S> {
   const config = loadConfig(spec, env);
-  const problems = [...productionProblems(config as Record<string, unknown>), ...localProblems(config as Record<string, unknown>)];
+  const problems = [...productionProblems(config as Record<string, unknown>), ...localProblems(config as Record<string, unknown>), ...eventKeyProblems(config as Record<string, unknown>)];
   if (problems.length) throw new ConfigError(problems);
   return config;
 }

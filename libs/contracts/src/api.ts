@@ -19,6 +19,11 @@ export const PROBLEM_SCHEMA = Type.Object(
     reason: Type.Optional(StringEnum(REJECTION_REASONS)),
     /** The refused command's id, when a command was refused. */
     command_id: Type.Optional(Type.String()),
+    /**
+     * On an unexpected error (a 500): the id the gateway or the command's handler logged the error
+     * under, with its detail. The answer says nothing else of the error.
+     */
+    error_id: Type.Optional(Type.String()),
   },
   { $id: 'https://agentrun.dev/schemas/problem.v1.json', title: 'Problem', additionalProperties: true },
 );

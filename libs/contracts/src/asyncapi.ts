@@ -1,6 +1,6 @@
 import { COMMAND_ENVELOPE_SCHEMA, COMMAND_PAYLOAD_SCHEMAS, COMMAND_TYPES } from './commands';
 import { EVAL_STATE_SCHEMA, AGENT_STATE_SCHEMA, RUN_EVENT_DESCRIPTIONS, RUN_EVENT_KINDS, RUN_EVENT_PAYLOAD_SCHEMAS, RUN_EVENT_SCHEMA, RUN_EVENT_TYPES, SNAPSHOT_ROW_SCHEMA } from './events';
-import { MAX_COMMAND_BYTES, ORG_PATTERN, RUN_ID_PATTERN, TOPICS } from './names';
+import { COMMAND_KEY_ID_HEADER, COMMAND_SIGNATURE_HEADER, MAX_COMMAND_BYTES, ORG_PATTERN, RUN_EVENT_SIGNATURE_HEADERS, RUN_ID_PATTERN, TOPICS } from './names';
 import { COMMAND_OUTCOME_SCHEMA, DLQ_RECORD_SCHEMA } from './outcomes';
 import { RUN_STATE_RECORD_SCHEMA } from './run-state';
 import { plainSchema } from './schema';
@@ -76,7 +76,7 @@ export function asyncApiDocument(): Record<string, unknown> {
       commandResults: channel(TOPICS.commandResults, 'One outcome per command read.', { outcome: 'commandOutcome' }),
       commandsDlq: channel(TOPICS.commandsDlq, 'Commands that could not be read, with their bytes and the reason.', { dlqRecord: 'dlqRecord' }),
       runEvents: channel(TOPICS.runEvents, 'Run events, seq 1, 2, 3, ... per run. Readers ignore types they do not know.', Object.fromEntries(RUN_EVENT_TYPES.map((type) => [type, eventMessageName(type)]))),
-      runEventsDlq: channel(TOPICS.runEventsDlq, 'Run events the projector could not read.', { dlqRecord: 'dlqRecord' }),
+      runEventsDlq: channel(TOPICS.runEventsDlq, 'Run events the projector could not verify or read.', { dlqRecord: 'dlqRecord' }),
       runState: channel(TOPICS.runState, 'The latest state of each run, published by the projector after every commit. Compacted: the newest record per key stays.', { runState: 'runStateRecord' }, true),
     },
     operations: {
@@ -85,7 +85,7 @@ export function asyncApiDocument(): Record<string, unknown> {
       sendCommandToDlq: operation('send', 'commandsDlq', ['dlqRecord'], 'A command value that is not JSON, too large, or without a command id or org.'),
       sendRunEvent: operation('send', 'runEvents', [...RUN_EVENT_TYPES], 'The workflows publish events in seq order through their outbox.'),
       receiveRunEvent: operation('receive', 'runEvents', [...RUN_EVENT_TYPES], 'The projector applies events to the read model.'),
-      sendRunEventToDlq: operation('send', 'runEventsDlq', ['dlqRecord'], 'An event whose envelope cannot be read.'),
+      sendRunEventToDlq: operation('send', 'runEventsDlq', ['dlqRecord'], 'An event that is unsigned, signed with a key the projector does not accept or with a signature that does not match, or whose envelope cannot be read.'),
       sendRunState: operation('send', 'runState', ['runState'], 'After every commit, the state of each run the commit touched.'),
     },
     components: {
@@ -95,6 +95,7 @@ export function asyncApiDocument(): Record<string, unknown> {
           title: 'Command',
           summary: 'The envelope every command shares; `payload` is checked against its type (see the schemas `payload.<type>`).',
           contentType: 'application/json',
+          headers: { $ref: '#/components/schemas/CommandHeaders' },
           payload: payload({
             allOf: [withoutIds(plainSchema(COMMAND_ENVELOPE_SCHEMA))],
             oneOf: COMMAND_TYPES.map((type) => ({ properties: { type: { const: type }, payload: withoutIds(plainSchema(COMMAND_PAYLOAD_SCHEMAS[type])) } })),
@@ -127,13 +128,24 @@ export function asyncApiDocument(): Record<string, unknown> {
         ...eventMessages,
       },
       schemas: {
+        CommandHeaders: {
+          type: 'object',
+          description: 'The org credential (production mode; ignored in local mode). A command without a valid pair is answered `rejected` / `unauthorized`.',
+          properties: {
+            [COMMAND_KEY_ID_HEADER]: { type: 'string', pattern: '^ck_[0-9a-f]{16}$', description: 'the id of a command key issued to the org the command names' },
+            [COMMAND_SIGNATURE_HEADER]: { type: 'string', pattern: '^[0-9a-f]{64}$', description: "HMAC-SHA256 of the record's exact value bytes, keyed by the command key's text, in lowercase hex" },
+          },
+        },
         RunEventHeaders: {
           type: 'object',
           properties: {
             org: { type: 'string', description: 'the event\'s org' },
             seq: { type: 'string', pattern: '^[1-9][0-9]*$', description: 'the event\'s seq, in decimal' },
             type: { type: 'string', description: 'the event\'s type' },
+            [RUN_EVENT_SIGNATURE_HEADERS.keyId]: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$', description: 'the id of the key the event was signed with (keys rotate by id)' },
+            [RUN_EVENT_SIGNATURE_HEADERS.signature]: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'hex HMAC-SHA256 of the record\'s value bytes under that key; the projector dead-letters an event without a valid one' },
           },
+          required: [RUN_EVENT_SIGNATURE_HEADERS.keyId, RUN_EVENT_SIGNATURE_HEADERS.signature],
         },
         AgentRunState: payload(AGENT_STATE_SCHEMA),
         EvalRunState: payload(EVAL_STATE_SCHEMA),

@@ -41,5 +41,8 @@ export function buildCommand<T extends CommandType>(type: T, parts: CommandParts
   const reading = checkCommand(JSON.parse(value));
   if (reading.kind === 'unreadable') throw new CommandBuildError(reading.reason, reading.detail);
   if (reading.kind === 'rejected') throw new CommandBuildError(reading.reason, reading.message);
-  return { key: command.run_id, value, command: command as CommandOf<T> };
+  // What the check read, not what was passed: the org normalised as the consumer would, so the sender
+  // records the same org the outcome will name. Lowercasing keeps the length, so the size check holds.
+  const checked = reading.command as CommandOf<T>;
+  return { key: checked.run_id, value: JSON.stringify(checked), command: checked };
 }

@@ -155,6 +155,12 @@ describe('building a command before sending it', () => {
     expect(buildCommand('agent.pause', { org: 'acme', run_id: 'agent-1', payload: {} }).command.command_id).toMatch(/^[0-9a-f-]{36}$/);
   });
 
+  it('names the org lowercased, as the consumer will read it', () => {
+    const built = buildCommand('agent.pause', { org: 'ACME', run_id: 'agent-1', command_id: 'c-1', payload: {} });
+    expect(built.command.org).toBe('acme');
+    expect(JSON.parse(built.value)).toEqual({ command_id: 'c-1', type: 'agent.pause', org: 'acme', run_id: 'agent-1', payload: {} });
+  });
+
   it('throws, naming the field, for what the consumer would refuse', () => {
     const refused = (() => {
       try {

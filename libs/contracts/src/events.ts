@@ -139,8 +139,17 @@ export const SNAPSHOT_ROW_SCHEMA = Type.Object(
     is_final: Type.Boolean(),
     capture_status: StringEnum(CAPTURE_STATUSES),
     capture_reason: Type.Optional(Type.String()),
-    /** The run's events up to the capture, one JSON per line. */
+    /**
+     * The trajectory object this capture wrote. A row with `trajectory_last_seq` points at its segment:
+     * the run's events `trajectory_first_seq`..`trajectory_last_seq`, one JSON per line (the events after
+     * the previous segment; a capture with no new events names the previous segment again). A row
+     * without it (written before segments) points at the whole trajectory up to the capture.
+     */
     trajectory_s3_uri: Type.Optional(Type.String()),
+    /** The first run-event seq in this capture's trajectory segment. */
+    trajectory_first_seq: Type.Optional(Type.Integer({ minimum: 0 })),
+    /** The last run-event seq the capture saw (contiguous from 1): its trajectory is events 1..this. */
+    trajectory_last_seq: Type.Optional(Type.Integer({ minimum: 0 })),
     /** The agent's state a fork starts from (step, goal, context, recorded effects), and its step. */
     env_universe_id: Type.Optional(Type.String()),
     env_universe_version: Type.Optional(Type.Integer()),
@@ -155,6 +164,15 @@ export type SnapshotRow = Static<typeof SNAPSHOT_ROW_SCHEMA>;
 export function snapshotObjectKeys(org: string, runId: string, snapshotId: string): { archive: string; state: string; trajectory: string } {
   const prefix = `${org}/${runId}/snapshots/${snapshotId}`;
   return { archive: `${prefix}/workspace.tar.gz`, state: `${prefix}/state.json`, trajectory: `${prefix}/trajectory.jsonl` };
+}
+
+/**
+ * Where the trajectory segment ending at run-event seq `lastSeq` lives: in the run's own folder, owned
+ * by no snapshot, so a later capture's trajectory never depends on an earlier snapshot's objects. The
+ * seq in the name is what a reader walks back by (see `trajectory_last_seq`).
+ */
+export function trajectorySegmentKey(org: string, runId: string, lastSeq: number): string {
+  return `${org}/${runId}/trajectory/to-${String(lastSeq).padStart(12, '0')}.jsonl`;
 }
 
 /** Set when a command caused the event, so a client can match its command to what it did. */

@@ -10,6 +10,16 @@ export const TOPICS = {
 } as const;
 export type TopicName = (typeof TOPICS)[keyof typeof TOPICS];
 
+/**
+ * The headers that authenticate a run event: the id of the key it was signed with, and the hex
+ * HMAC-SHA256 of the record's value bytes under that key. The projector dead-letters a record without
+ * a valid pair.
+ */
+export const RUN_EVENT_SIGNATURE_HEADERS = {
+  keyId: 'agentrun-key-id',
+  signature: 'agentrun-signature',
+} as const;
+
 /** Temporal task queues, one per lane. */
 export const TASK_QUEUES = {
   agentWorkflows: 'agent-workflows',
@@ -35,11 +45,36 @@ export const SEARCH_ATTRIBUTES = {
 
 /** `run_id` as DESIGN defines it: chosen by the client or generated, unique within an org. */
 export const RUN_ID_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$';
-/** Orgs never contain `/`, so `{org}/{run_id}` splits back unambiguously. */
+/**
+ * Orgs never contain `/`, so `{org}/{run_id}` splits back unambiguously. Capitals are accepted on
+ * the way in, but an org is one org whatever its case: see normaliseOrg.
+ */
 export const ORG_PATTERN = '^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$';
+
+/**
+ * The one spelling of an org: ASCII letters lowercased, nothing else changed. Every boundary where an
+ * org comes in (the X-Org header, a token's org, a command on Kafka or HTTP, the token CLI) applies it,
+ * so every later layer (workspace directories, object-store keys, database rows, workflow ids) sees
+ * `acme` for `Acme` and `ACME`. Otherwise two orgs differing only in case would be two orgs to the
+ * database but share their directories on a case-insensitive filesystem.
+ *
+ * Only A-Z are lowered, never by the locale or Unicode rules: `toLowerCase()` would turn the Kelvin
+ * sign (U+212A) into an ASCII `k`, making an org that failed ORG_PATTERN pass it afterwards.
+ */
+export function normaliseOrg(org: string): string {
+  return org.replace(/[A-Z]+/g, (upper) => upper.toLowerCase());
+}
 /** Snapshot ids are chosen by the run's workflow (`snap-0001`, ...): one per capture, unique within the run. */
 export const SNAPSHOT_ID_PATTERN = RUN_ID_PATTERN;
 export const COMMAND_ID_PATTERN = '^[\\x21-\\x7e]{1,128}$';
+
+/**
+ * A command's org credential on Kafka (production mode): the id of a command key its org was issued
+ * (`npm run token -- command-key create --org ORG`), and the lowercase hex HMAC-SHA256 of the record's
+ * exact value bytes under that key. The same header names as signed run events, on another topic.
+ */
+export const COMMAND_KEY_ID_HEADER = 'agentrun-key-id';
+export const COMMAND_SIGNATURE_HEADER = 'agentrun-signature';
 
 /** A command value larger than this is not read; it goes to the DLQ. An HTTP body has the same limit (413). */
 export const MAX_COMMAND_BYTES = 64 * 1024;

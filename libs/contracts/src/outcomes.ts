@@ -24,6 +24,14 @@ export const REJECTION_REASONS = [
   'unknown_dataset',
   /** An eval that is well formed but cannot run: its cases, scorers or endpoint do not fit (the message says which). */
   'invalid_eval',
+  /** A start over one of the org's quotas (active runs, `max_steps`, snapshots per run); the message names the limit. */
+  'quota_exceeded',
+  /**
+   * Production mode only: the command on Kafka carried no valid org credential (see
+   * COMMAND_KEY_ID_HEADER). Nothing else about it was looked at, so the answer is the same whether
+   * or not the run exists, and the command id stays free for the properly signed command.
+   */
+  'unauthorized',
 ] as const;
 export type RejectionReason = (typeof REJECTION_REASONS)[number];
 
@@ -38,13 +46,22 @@ export const COMMAND_OUTCOME_SCHEMA = Type.Object(
     outcome: StringEnum(OUTCOMES),
     reason: Type.Optional(StringEnum(REJECTION_REASONS)),
     message: Type.Optional(Type.String()),
+    /**
+     * On `internal_error` only: the id the service logged the unexpected error under, with its detail.
+     * The message then says no more than that; the error's own text stays in the service's logs.
+     */
+    error_id: Type.Optional(Type.String()),
     ts: Type.String({ format: 'date-time' }),
   },
   { $id: 'https://agentrun.dev/schemas/command-outcome.v1.json', title: 'CommandOutcome' },
 );
 export type CommandOutcome = Static<typeof COMMAND_OUTCOME_SCHEMA>;
 
-export const DLQ_REASONS = ['not_json', 'not_a_command', 'too_large', 'not_an_event'] as const;
+/**
+ * Why a record was dead-lettered. On the run-events DLQ, `unsigned`, `unknown_key` and `bad_signature` mean the
+ * record's signature headers were missing, named a key the projector does not accept, or did not match its bytes.
+ */
+export const DLQ_REASONS = ['not_json', 'not_a_command', 'too_large', 'not_an_event', 'unsigned', 'unknown_key', 'bad_signature'] as const;
 export type DlqReason = (typeof DLQ_REASONS)[number];
 
 /** What a DLQ holds: the original bytes and why they could not be read. */

@@ -1,4 +1,4 @@
-import { MAX_COMMAND_BYTES, MAX_JSON_DEPTH } from './names';
+import { MAX_COMMAND_BYTES, MAX_JSON_DEPTH, normaliseOrg, ORG_PATTERN } from './names';
 import { checkCommand, readCommand, readRunEvent } from './validation';
 
 const valid = { command_id: 'c-1', type: 'agent.start', org: 'acme', run_id: 'agent-42', payload: { goal: 'find the bug' } };
@@ -51,6 +51,15 @@ describe('reading a command off the wire', () => {
     const bad = Buffer.concat([Buffer.from('{"command_id":"c-1","type":"agent.start","org":"acme","run_id":"r","payload":{"goal":"a'), Buffer.from([0xff]), Buffer.from('"}}')]);
     expect(readCommand(bad)).toEqual({ kind: 'unreadable', reason: 'not_json', detail: 'value is not valid UTF-8' });
     expect(readCommand(Buffer.from(JSON.stringify({ ...valid, payload: { goal: 'four bytes \u{1F680}' } }))).kind).toBe('command');
+  });
+
+  it('reads the org lowercased, in a command and in a rejection, so the outcome names the org it acted in (issue 16, finding 10)', () => {
+    expect(readCommand(bytes({ ...valid, org: 'ACME' }))).toEqual({ kind: 'command', command: { ...valid, org: 'acme' } });
+    expect(checkCommand({ ...valid, org: 'AcMe' })).toEqual({ kind: 'command', command: { ...valid, org: 'acme' } });
+    expect(checkCommand({ ...valid, org: 'ACME', payload: {} })).toMatchObject({ kind: 'rejected', org: 'acme' });
+    expect(checkCommand({ ...valid, org: 'ACME', type: 'agent.explode' })).toMatchObject({ kind: 'rejected', reason: 'unknown_type', org: 'acme' });
+    // What the pattern refuses is still refused, not lowered into something it accepts.
+    expect(checkCommand({ ...valid, org: '\u212Aelvin' })).toMatchObject({ kind: 'unreadable', reason: 'not_a_command' });
   });
 
   it('keeps the fields an outcome record needs when it rejects', () => {
@@ -130,5 +139,33 @@ describe('reading a run event', () => {
       detail: expect.stringMatching(/payload.x.* nested more than 64 levels/),
     });
     expect(readRunEvent(Buffer.concat([bytes(event).subarray(0, 20), Buffer.from([0xc3])]))).toEqual({ ok: false, detail: 'not UTF-8' });
+  });
+});
+
+describe('normaliseOrg', () => {
+  const orgRe = new RegExp(ORG_PATTERN);
+
+  it('lowers ASCII capitals and changes nothing else, so orgs differing only in case become one', () => {
+    expect(normaliseOrg('Acme')).toBe('acme');
+    expect(normaliseOrg('ACME')).toBe('acme');
+    expect(normaliseOrg('acme')).toBe('acme');
+    expect(normaliseOrg('Org-9.Z_q')).toBe('org-9.z_q');
+    expect(normaliseOrg('AZaz09._-')).toBe('azaz09._-');
+  });
+
+  it('keeps what the pattern accepts accepted, and what it refuses refused', () => {
+    for (const org of ['A', 'Acme', `X${'Y'.repeat(63)}`, '0rg.Name_With-Parts']) {
+      expect({ org, ok: orgRe.test(normaliseOrg(org)) }).toEqual({ org, ok: true });
+    }
+    // Unicode lowercasing would turn the Kelvin sign into `k` and a dotted capital I into `i` plus a
+    // combining dot: neither may become an accepted org by normalising.
+    for (const org of ['\u212Aelvin', '\u0130stanbul', 'a/b', '']) {
+      expect({ org, ok: orgRe.test(normaliseOrg(org)) }).toEqual({ org, ok: false });
+    }
+    expect(normaliseOrg('\u212Aelvin')).toBe('\u212Aelvin');
+  });
+
+  it('is idempotent', () => {
+    for (const org of ['Acme', 'acme', 'MiXeD-Case.9']) expect(normaliseOrg(normaliseOrg(org))).toBe(normaliseOrg(org));
   });
 });

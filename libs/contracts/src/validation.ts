@@ -10,7 +10,7 @@ import {
   type CommandType,
 } from './commands';
 import { AGENT_STATE_SCHEMA, isRunEventType, RUN_EVENT_PAYLOAD_SCHEMAS, RUN_EVENT_SCHEMA, type RunEventEnvelope, type RunEventType } from './events';
-import { COMMAND_ID_PATTERN, MAX_COMMAND_BYTES, MAX_JSON_DEPTH, ORG_PATTERN, RUN_ID_PATTERN } from './names';
+import { COMMAND_ID_PATTERN, MAX_COMMAND_BYTES, MAX_JSON_DEPTH, normaliseOrg, ORG_PATTERN, RUN_ID_PATTERN } from './names';
 import type { DlqReason, RejectionReason } from './outcomes';
 import { RUN_STATE_RECORD_SCHEMA, type RunStateRecord } from './run-state';
 
@@ -147,7 +147,10 @@ export function readCommand(value: Buffer | null | undefined): CommandReading {
   return checkCommand(parsed);
 }
 
-/** Checks an already-parsed value (the gateway's path) the same way the Kafka path does. */
+/**
+ * Checks an already-parsed value (the gateway's path) the same way the Kafka path does. The command
+ * (or the rejection) carries the org normalised (see normaliseOrg), whatever case the sender used.
+ */
 export function checkCommand(parsed: unknown): CommandReading {
   if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
     return { kind: 'unreadable', reason: 'not_a_command', detail: 'value is not a JSON object' };
@@ -159,10 +162,11 @@ export function checkCommand(parsed: unknown): CommandReading {
   if (typeof raw.org !== 'string' || !orgRe.test(raw.org)) {
     return { kind: 'unreadable', reason: 'not_a_command', detail: `org is missing or does not match ${ORG_PATTERN}` };
   }
-  // Only well-formed values are echoed into the ledger and the outcome record.
+  // Only well-formed values are echoed into the ledger and the outcome record; the org as every layer
+  // after this one knows it (lowercase), so the outcome names the org the command acted in.
   const base = {
     command_id: raw.command_id,
-    org: raw.org,
+    org: normaliseOrg(raw.org),
     run_id: typeof raw.run_id === 'string' && runIdRe.test(raw.run_id) ? raw.run_id : '',
     type: typeof raw.type === 'string' && typeRe.test(raw.type) ? raw.type : '',
   };

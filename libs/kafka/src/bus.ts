@@ -10,6 +10,8 @@ export interface InboundMessage {
   key: Buffer | null;
   value: Buffer | null;
   timestamp: string;
+  /** Record headers decoded as UTF-8; a name sent more than once has all its values, in order. */
+  headers?: Record<string, string | string[]>;
 }
 
 export interface OutboundMessage {
@@ -52,6 +54,16 @@ export interface KafkaBusOptions {
   /** From `kafkaClientSecurity`: the login when the protocol is SASL_*. */
   sasl?: KafkaSasl;
   log?: (level: 'error' | 'warn' | 'info', message: string) => void;
+}
+
+/** kafkajs gives header values as Buffers (or arrays of them); callers get text. */
+function decodeHeaders(headers: Record<string, Buffer | string | (Buffer | string)[] | undefined> | undefined): Record<string, string | string[]> {
+  const decoded: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(headers ?? {})) {
+    if (value === undefined) continue;
+    decoded[name] = Array.isArray(value) ? value.map((v) => v.toString()) : value.toString();
+  }
+  return decoded;
 }
 
 /** How many times a startup round trip is tried before it gives up (with the client's backoff, seconds in all). */
@@ -159,6 +171,7 @@ export class KafkaBus implements TopicAdmin {
           key: m.key,
           value: m.value,
           timestamp: m.timestamp,
+          headers: decodeHeaders(m.headers),
         }));
         await options.handle(messages, {
           // The batch's own commit: unlike consumer.commitOffsets it still commits while the consumer
@@ -289,3 +302,4 @@ export class KafkaBus implements TopicAdmin {
     if (producer) await (await producer.catch(() => undefined))?.disconnect();
   }
 }
+

@@ -5,3 +5,5 @@ export * from './security';
 export * from './startup';
 export * from './topics';
 export * from './transport';
+export * from './event-signing';
+export * from './record-signature';

@@ -14,29 +14,112 @@ export interface RunTouch {
 }
 
 export interface ApplyResult {
-  /** Events that were new to the read model (replays are not counted). */
+  /** Events that were new to the stored log (replays are not counted). */
   inserted: number;
-  /** The newest seq now stored per run that this batch added to. */
+  /** Events that joined their run's applied prefix in this batch (some may have been stored before). */
+  applied: number;
+  /** The newest applied seq per run that this batch moved. */
   touched: RunTouch[];
 }
 
+/** The class id of the per-run advisory locks (the other key is the run's hash): apart from the migration lock. */
+const RUN_LOCK_CLASS = 0x52554e; // 'RUN'
+
 /**
- * Applies a batch of run events in one transaction. Idempotent by `(org, run_id, seq)`: an event
- * already stored inserts nothing, and a run's row changes only when a newer seq with a state arrives,
- * so replays and out-of-order duplicates change nothing.
+ * Applies a batch of run events in one transaction. Every event is stored (idempotent by
+ * `(org, run_id, seq)`: an event already stored inserts nothing), but a run's read model (its row,
+ * snapshot manifest, case results, the NOTIFY) moves only along its contiguous seq prefix from 1:
+ * an event past a gap is kept and applied, with every stored event after it, when the gap fills.
+ * A forged seq far ahead therefore changes nothing anyone reads, and replays change nothing at all.
  */
 export async function applyRunEvents(dataSource: DataSource, events: RunEventEnvelope[]): Promise<ApplyResult> {
-  if (events.length === 0) return { inserted: 0, touched: [] };
+  if (events.length === 0) return { inserted: 0, applied: 0, touched: [] };
+  const unique = firstPerSeq(events);
   return dataSource.transaction(async (tx) => {
-    const inserted = await insertEvents(tx, events);
-    if (inserted.length === 0) return { inserted: 0, touched: [] };
-    await upsertRuns(tx, events);
-    await insertSnapshots(tx, events);
-    await upsertCaseResults(tx, events);
-    const touched = newestPerRun(inserted);
+    await lockRuns(tx, unique);
+    const inserted = await insertEvents(tx, unique);
+    if (inserted.length === 0) return { inserted: 0, applied: 0, touched: [] };
+    const applied = await advancePrefixes(tx, unique, inserted);
+    if (applied.length === 0) return { inserted: inserted.length, applied: 0, touched: [] };
+    await upsertRuns(tx, applied);
+    await insertSnapshots(tx, applied);
+    await upsertCaseResults(tx, applied);
+    const touched = newestPerRun(applied);
     await notify(tx, touched);
-    return { inserted: inserted.length, touched };
+    return { inserted: inserted.length, applied: applied.length, touched };
   });
+}
+
+const runKey = (e: { org: string; run_id: string }) => `${e.org}\u0000${e.run_id}`;
+const eventKey = (e: { org: string; run_id: string; seq: number | string }) => `${e.org}\u0000${e.run_id}\u0000${Number(e.seq)}`;
+
+/** One event per `(org, run_id, seq)`, the first given: so the event stored is the one applied. */
+function firstPerSeq(events: RunEventEnvelope[]): RunEventEnvelope[] {
+  const seen = new Set<string>();
+  return events.filter((e) => {
+    const key = eventKey(e);
+    if (seen.has(key)) return false;
+    seen.add(key);
+    return true;
+  });
+}
+
+/**
+ * Serialises batches that touch the same run (two consumers during a rebalance): each must see the
+ * other's stored events when it works out the prefix, or a gap filled by one while the other stored
+ * the event after it would leave that event unapplied. Taken in hash order, so two batches cannot deadlock.
+ */
+async function lockRuns(tx: EntityManager, events: RunEventEnvelope[]): Promise<void> {
+  const keys = [...new Set(events.map((e) => `${e.org}/${e.run_id}`))];
+  await tx.query(
+    `SELECT pg_advisory_xact_lock($2::int, h) FROM (SELECT DISTINCT hashtext(k) AS h FROM unnest($1::text[]) AS k ORDER BY 1) AS locks`,
+    [keys, RUN_LOCK_CLASS],
+  );
+}
+
+/**
+ * The events that join each run's applied prefix now, in seq order per run: from the run's applied
+ * seq (its row's `last_seq`, 0 before seq 1), every stored seq that follows without a gap. Those this
+ * batch inserted are taken from the batch; those stored earlier, past a gap this batch filled, are read back.
+ */
+async function advancePrefixes(tx: EntityManager, events: RunEventEnvelope[], inserted: RunTouch[]): Promise<RunEventEnvelope[]> {
+  const runs = new Map<string, { org: string; run_id: string }>();
+  for (const e of inserted) runs.set(runKey(e), { org: e.org, run_id: e.run_id });
+  const rows: { org: string; run_id: string; applied: number | string; seq: number | string | null }[] = await tx.query(
+    `SELECT k.org, k.run_id, COALESCE(r.last_seq, 0) AS applied, e.seq
+     FROM unnest($1::text[], $2::text[]) AS k(org, run_id)
+     LEFT JOIN runs r ON r.org = k.org AND r.run_id = k.run_id
+     LEFT JOIN run_events e ON e.org = k.org AND e.run_id = k.run_id AND e.seq > COALESCE(r.last_seq, 0)
+     ORDER BY k.org, k.run_id, e.seq`,
+    [[...runs.values()].map((r) => r.org), [...runs.values()].map((r) => r.run_id)],
+  );
+  const ends = new Map<string, { org: string; run_id: string; from: number; to: number }>();
+  for (const row of rows) {
+    const key = runKey(row);
+    const entry = ends.get(key) ?? { org: row.org, run_id: row.run_id, from: Number(row.applied), to: Number(row.applied) };
+    if (row.seq !== null && Number(row.seq) === entry.to + 1) entry.to += 1;
+    ends.set(key, entry);
+  }
+  const fresh = new Set(inserted.map(eventKey));
+  const batch = new Map(events.map((e) => [eventKey(e), e]));
+  const applied: RunEventEnvelope[] = [];
+  const missing: { org: string; run_id: string; seq: number }[] = [];
+  for (const { org, run_id, from, to } of ends.values()) {
+    for (let seq = from + 1; seq <= to; seq++) {
+      const key = eventKey({ org, run_id, seq });
+      if (fresh.has(key)) applied.push(batch.get(key)!);
+      else missing.push({ org, run_id, seq });
+    }
+  }
+  if (missing.length > 0) {
+    const stored: { event: RunEventEnvelope }[] = await tx.query(
+      `SELECT e.event FROM unnest($1::text[], $2::text[], $3::int[]) AS k(org, run_id, seq)
+       JOIN run_events e ON e.org = k.org AND e.run_id = k.run_id AND e.seq = k.seq`,
+      [missing.map((m) => m.org), missing.map((m) => m.run_id), missing.map((m) => m.seq)],
+    );
+    applied.push(...stored.map((r) => r.event));
+  }
+  return applied.sort((a, b) => (a.org === b.org ? (a.run_id === b.run_id ? a.seq - b.seq : a.run_id < b.run_id ? -1 : 1) : a.org < b.org ? -1 : 1));
 }
 
 async function insertEvents(tx: EntityManager, events: RunEventEnvelope[]): Promise<RunTouch[]> {
@@ -57,7 +140,7 @@ async function insertEvents(tx: EntityManager, events: RunEventEnvelope[]): Prom
   return rows;
 }
 
-/** One upsert per run, from the newest event in the batch that carries a state. */
+/** One upsert per run, from the newest newly applied event that carries a state. */
 async function upsertRuns(tx: EntityManager, events: RunEventEnvelope[]): Promise<void> {
   const newest = new Map<string, { withState?: RunEventEnvelope; lastSeq: number; firstSeq: number; first: RunEventEnvelope }>();
   for (const event of events) {
@@ -76,8 +159,8 @@ async function upsertRuns(tx: EntityManager, events: RunEventEnvelope[]): Promis
     const state = withState?.payload.state ?? null;
     const model = typeof state?.model === 'string' ? state.model : null;
     const parent = typeof state?.parent_run_id === 'string' ? state.parent_run_id : null;
-    // A row is created by whichever event arrives first; state moves only forward in seq, and
-    // created_at follows the lowest seq seen, so it is the first event's time once seq 1 is in.
+    // Only applied events come here, so a row is created by seq 1 and moves along the prefix; the
+    // monotonic updates keep a replayed or concurrent batch from moving it back.
     await tx.query(
       `INSERT INTO runs AS r (org, run_id, kind, status, state, state_seq, last_seq, first_seq, model, parent_run_id, created_at, updated_at)
        VALUES ($1, $2, $3, COALESCE($4, 'queued'), COALESCE($5::jsonb, '{"status":"queued"}'::jsonb), $6, $7, $8, $9, $10, $11, $12)

@@ -1,4 +1,4 @@
-import type { RunEventEnvelope, RunKind, RunStateView, RunStatus, RunSummary, SnapshotRow } from '@agentrun/contracts';
+import { RUN_STATUSES, TERMINAL_STATUSES, type RunEventEnvelope, type RunKind, type RunStateView, type RunStatus, type RunSummary, type SnapshotRow } from '@agentrun/contracts';
 import type { DataSource } from 'typeorm';
 import type { RunCursor } from './cursor';
 
@@ -73,18 +73,19 @@ export class ReadModel {
     return rows[0] ? toSummary(rows[0]) : undefined;
   }
 
+  /** The newest applied events: one stored past a gap is not part of the run yet. */
   async lastEvents(org: string, runId: string, count: number): Promise<RunEventEnvelope[]> {
     const rows: { event: RunEventEnvelope }[] = await this.db.query(
-      `SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq DESC LIMIT $3`,
+      `SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND seq <= (SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2) ORDER BY seq DESC LIMIT $3`,
       [org, runId, count],
     );
     return rows.map((r) => r.event).reverse();
   }
 
-  /** Events after `seq`, in order, up to `limit`. Callers send only the contiguous prefix. */
+  /** Applied events after `seq`, in order, up to `limit`. Callers send only the contiguous prefix. */
   async eventsAfter(org: string, runId: string, seq: number, limit: number): Promise<RunEventEnvelope[]> {
     const rows: { event: RunEventEnvelope }[] = await this.db.query(
-      `SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND seq > $3 ORDER BY seq LIMIT $4`,
+      `SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND seq > $3 AND seq <= (SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2) ORDER BY seq LIMIT $4`,
       [org, runId, seq, limit],
     );
     return rows.map((r) => r.event);
@@ -102,10 +103,32 @@ export class ReadModel {
     return rows.length > 0;
   }
 
+  /**
+   * The org's runs that hold capacity, for the active-runs quota: projected and not terminal, plus
+   * starts accepted in the last ten minutes whose first event is not projected yet, so a burst of
+   * starts faster than the projector is counted too. An eval awaiting review holds no worker and is
+   * not counted. Two starts decided at the same moment may both see room: the limit is soft by the
+   * number of starts deciding at once (COMMAND_CONCURRENCY per orchestrator, plus HTTP requests).
+   */
+  async activeRuns(org: string): Promise<number> {
+    const rows: { n: string }[] = await this.db.query(
+      `SELECT (SELECT count(*) FROM runs WHERE org = $1 AND status = ANY($2::text[]))
+            + (SELECT count(*) FROM command_ledger l
+                WHERE l.org = $1 AND l.outcome = 'accepted' AND (l.type LIKE '%.start' OR l.type = 'agent.fork')
+                  AND l.decided_at > now() - interval '10 minutes'
+                  AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.org = l.org AND r.run_id = l.run_id)) AS n`,
+      [org, ACTIVE_STATUSES],
+    );
+    return Number(rows[0]?.n ?? 0);
+  }
+
   async ping(): Promise<void> {
     await this.db.query('SELECT 1');
   }
 }
+
+/** Statuses of a run that holds capacity: `status = ANY(...)` keeps the count on the (org, status) index. */
+const ACTIVE_STATUSES: string[] = RUN_STATUSES.filter((s) => !TERMINAL_STATUSES.includes(s) && s !== 'awaiting_review');
 
 /** The longest run of seqs `after+1, after+2, ...` at the start of `events` (sorted by seq). */
 export function contiguousPrefix(events: RunEventEnvelope[], after: number): RunEventEnvelope[] {
@@ -148,6 +171,15 @@ export class SnapshotManifest {
       [org, runId, snapshotId],
     );
     return rows[0] ? { seq: Number(rows[0].seq), row: rows[0].row, state: rows[0].state } : undefined;
+  }
+
+  /** The snapshots of a run that stored an archive (`ok` and `partial` rows), and their archives' bytes. */
+  async storedTotals(org: string, runId: string): Promise<{ count: number; bytes: number }> {
+    const rows: { count: string; bytes: string | null }[] = await this.db.query(
+      'SELECT count(*) AS count, sum(bytes) AS bytes FROM snapshots WHERE org = $1 AND run_id = $2 AND bundle_object_url IS NOT NULL',
+      [org, runId],
+    );
+    return { count: Number(rows[0]?.count ?? 0), bytes: Number(rows[0]?.bytes ?? 0) };
   }
 
   /** The kind of a run this org has, as the read model knows it. */

@@ -1,4 +1,4 @@
-import { Controller, Get, HttpException, HttpStatus, Inject, Injectable } from '@nestjs/common';
+import { Controller, Get, HttpException, HttpStatus, Inject, Injectable, Logger } from '@nestjs/common';
 import { fatalFailure } from './fatal';
 
 /** One dependency a service needs before it can do its work. */
@@ -9,9 +9,21 @@ export interface ReadinessCheck {
 
 export const READINESS_CHECKS = Symbol('READINESS_CHECKS');
 
+/** What /readyz says of one check: whether it passed, never why not (that is in the logs). */
+export type CheckResult = 'ok' | 'failed' | 'stopping';
+
+/**
+ * The service's readiness, as probes see it. /readyz needs no credentials, so it names each check and
+ * whether it passed, and nothing of a failure: a dependency's error can carry addresses, user names or
+ * queries. Each failure is logged instead, once when it starts or changes, and a recovery once too, so
+ * a probe every few seconds does not flood the log.
+ */
 @Injectable()
 export class Readiness {
   private stopping = false;
+  private readonly logger = new Logger('readiness');
+  /** The last failure logged per check, until it passes again. */
+  private readonly failing = new Map<string, string>();
 
   constructor(@Inject(READINESS_CHECKS) private readonly checks: ReadinessCheck[]) {}
 
@@ -20,15 +32,19 @@ export class Readiness {
     this.stopping = true;
   }
 
-  async report(): Promise<{ ready: boolean; checks: Record<string, string> }> {
-    const results: Record<string, string> = {};
+  async report(): Promise<{ ready: boolean; checks: Record<string, CheckResult> }> {
+    const results: Record<string, CheckResult> = {};
     await Promise.all(
       this.checks.map(async (c) => {
         try {
           await withTimeout(c.check(), 2_000, `${c.name} did not answer in 2s`);
           results[c.name] = 'ok';
+          if (this.failing.delete(c.name)) this.logger.log(`${c.name} is ready again`);
         } catch (err) {
-          results[c.name] = (err as Error).message || 'failed';
+          results[c.name] = 'failed';
+          const reason = (err as Error)?.message || String(err) || 'failed';
+          if (this.failing.get(c.name) !== reason) this.logger.warn(`${c.name} is not ready: ${reason}`);
+          this.failing.set(c.name, reason);
         }
       }),
     );
@@ -55,17 +71,16 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, message: string):
 export class HealthController {
   constructor(private readonly readiness: Readiness) {}
 
-  /** The process is up and its event loop turns. */
+  /** The process is up and its event loop turns. A fatal failure's reason was logged by failFast; the answer says only that it failed. */
   @Get('livez')
   livez(): { status: 'ok' } {
-    const fatal = fatalFailure();
-    if (fatal) throw new HttpException({ status: 'failed', reason: fatal }, HttpStatus.SERVICE_UNAVAILABLE);
+    if (fatalFailure()) throw new HttpException({ status: 'failed' }, HttpStatus.SERVICE_UNAVAILABLE);
     return { status: 'ok' };
   }
 
-  /** Every dependency this service needs answers. */
+  /** Every dependency this service needs answers: each check by name, `ok` or `failed` (why is logged). */
   @Get('readyz')
-  async readyz(): Promise<{ status: 'ready'; checks: Record<string, string> }> {
+  async readyz(): Promise<{ status: 'ready'; checks: Record<string, CheckResult> }> {
     const report = await this.readiness.report();
     if (!report.ready) throw new HttpException({ status: 'not_ready', checks: report.checks }, HttpStatus.SERVICE_UNAVAILABLE);
     return { status: 'ready', checks: report.checks };

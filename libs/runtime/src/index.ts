@@ -5,3 +5,4 @@ export * from './worker-pool';
 export * from './lane-workers';
 export * from './fatal';
 export * from './temporal-connection';
+export * from './event-keys';

@@ -2,7 +2,7 @@ import { Inject, Injectable, Optional, Logger, type OnApplicationShutdown, type 
 import { Client, type Connection } from '@temporalio/client';
 import { kafkaTimings, type DatabaseConfig, type KafkaConfig, type ProfileConfig, type TemporalConfig } from '@agentrun/config';
 import { checkServiceTopics, KafkaBus, kafkaClientSecurity, platformTopicSpecs, topicsUsedBy } from '@agentrun/kafka';
-import { checkSchema, createDataSource, databaseOptionsFrom, migrate, pingDatabase } from '@agentrun/persistence';
+import { checkSchema, createDataSource, databaseOptionsFrom, migrate, pingDatabase, type DatabaseOptions } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
 import type { ReadinessCheck } from './health';
 import { checkNamespaceOnce, connectTemporalClient, temporalConnectionOptions } from './temporal-connection';
@@ -24,17 +24,33 @@ export class Database implements OnModuleInit, OnApplicationShutdown, ReadinessC
   readonly dataSource: DataSource;
   private readonly logger = new Logger('Database');
   private readonly migrateMode: DatabaseConfig['DATABASE_MIGRATE'];
+  private readonly options: DatabaseOptions;
 
   constructor(@Inject(PLATFORM_CONFIG) config: DatabaseConfig, @Inject(SERVICE_NAME) service: string) {
-    this.dataSource = createDataSource(databaseOptionsFrom(config, `agentrun-${service}`));
+    this.options = databaseOptionsFrom(config, `agentrun-${service}`);
+    this.dataSource = createDataSource(this.options);
     this.migrateMode = config.DATABASE_MIGRATE;
+  }
+
+  /**
+   * Migrates on connections of its own without the statement timeout, as `npm run migrate` does: a
+   * migration may rewrite a large table and take longer than any query of the service should.
+   */
+  private async migrateWithoutTimeout(): Promise<string[]> {
+    const migrator = createDataSource({ ...this.options, applicationName: `${this.options.applicationName}-migrate`, poolSize: 2, statementTimeoutMs: 0 });
+    await migrator.initialize();
+    try {
+      return await migrate(migrator);
+    } finally {
+      await migrator.destroy();
+    }
   }
 
   async onModuleInit(): Promise<void> {
     await this.dataSource.initialize();
     try {
       if (this.migrateMode === 'auto') {
-        const applied = await migrate(this.dataSource);
+        const applied = await this.migrateWithoutTimeout();
         if (applied.length) this.logger.log(`applied migrations: ${applied.join(', ')}`);
       } else {
         const warning = await checkSchema(this.dataSource);

@@ -49,6 +49,14 @@ export interface SnapshotSeriesCarry {
   next_tick_at_ms?: number;
   /** The newest row whose archive landed (what a moved workspace is restored from). */
   latest?: { snapshot_id: string; step: number };
+  /** The newest trajectory segment that landed: the next capture writes only the events after it. */
+  trajectory?: TrajectorySegment;
+}
+
+/** A stored trajectory segment: the run's events `first_seq`..`last_seq`. */
+export interface TrajectorySegment {
+  first_seq: number;
+  last_seq: number;
 }
 
 /** The agent's state a fork starts from: what `plan()` needs, plus the conversation. */
@@ -75,6 +83,8 @@ export interface CaptureInput {
   version: number;
   is_final: boolean;
   state: ForkState;
+  /** The newest segment that landed; absent, the capture writes the trajectory from seq 1. */
+  trajectory_after?: TrajectorySegment;
 }
 
 /** What a capture heartbeats, so a capture that timed out after its archive landed still yields a row. */
@@ -89,6 +99,8 @@ export interface CaptureResult {
   bundle_object_url: string;
   bytes: number;
   trajectory_s3_uri?: string;
+  /** The segment `trajectory_s3_uri` names (set whenever it is). */
+  trajectory_segment?: TrajectorySegment;
   env_universe_id?: string;
   env_universe_version?: number;
   /** Degraded reads (trajectory, env state): the row is `partial` when there are any. */

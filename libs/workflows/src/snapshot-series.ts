@@ -67,6 +67,9 @@ function capturedRow(base: SnapshotRow, version: number, done: CaptureResult): S
     bundle_object_url: done.bundle_object_url,
     bytes: done.bytes,
     ...(done.trajectory_s3_uri ? { trajectory_s3_uri: done.trajectory_s3_uri } : {}),
+    ...(done.trajectory_s3_uri && done.trajectory_segment
+      ? { trajectory_first_seq: done.trajectory_segment.first_seq, trajectory_last_seq: done.trajectory_segment.last_seq }
+      : {}),
     ...(done.env_universe_id ? { env_universe_id: done.env_universe_id, env_universe_version: done.env_universe_version } : {}),
     ...(done.reasons.length ? { capture_status: 'partial' as const, capture_reason: done.reasons.join('; ') } : {}),
   };
@@ -79,6 +82,8 @@ function failedRow(base: SnapshotRow, version: number, err: unknown, timeoutSeco
   const reason = timedOut
     ? `capture_timeout_${timeoutSeconds}s`
     : `${cause instanceof ApplicationFailure && cause.type ? cause.type : 'CaptureError'}: ${cause instanceof Error ? cause.message : String(cause)}`.slice(0, 300);
+  // The snapshotter declined it for the org's snapshot quota: not a failure, and the run goes on.
+  if (cause instanceof ApplicationFailure && cause.type === 'quota_exceeded') return { ...base, capture_status: 'skipped', capture_reason: `quota_exceeded: ${cause.message}`.slice(0, 300) };
   const progress = timedOut ? ((cause.lastHeartbeatDetails as CaptureProgress | undefined) ?? undefined) : undefined;
   if (progress?.bundle_object_url) {
     return { ...base, version, bundle_object_url: progress.bundle_object_url, ...(progress.bytes ? { bytes: progress.bytes } : {}), capture_status: 'partial', capture_reason: reason };
@@ -247,6 +252,10 @@ class CaptureSeries implements SnapshotSeries {
 
   private land(landed: SnapshotRow): void {
     if (landed.bundle_object_url) this.progress.latest = { snapshot_id: landed.snapshot_id, step: landed.step };
+    // Only a segment that landed moves the start of the next one, so a failed capture loses no events.
+    if (landed.trajectory_last_seq !== undefined && landed.trajectory_first_seq !== undefined) {
+      this.progress.trajectory = { first_seq: landed.trajectory_first_seq, last_seq: landed.trajectory_last_seq };
+    }
     this.recent.push(landed);
     if (this.recent.length > 50) this.recent.shift();
     if (landed.is_final) this.finalRow = landed;
@@ -272,6 +281,7 @@ class CaptureSeries implements SnapshotSeries {
         version,
         is_final: isFinal,
         state,
+        ...(this.progress.trajectory ? { trajectory_after: { ...this.progress.trajectory } } : {}),
       });
       return capturedRow(base, version, done);
     } catch (err) {

@@ -6,7 +6,7 @@ describe('eval.start', () => {
   it('starts an EvalRun over numbered cases with the platform defaults', async () => {
     const { service, runs } = serviceWithFakes('t2-');
 
-    await expect(service.handle(commandOf('eval.start', { model: 'm-1', suite: 'smoke', cases: 3 }, { run_id: 'ev-1' }))).resolves.toMatchObject({ outcome: 'accepted' });
+    await expect(service.handle(commandOf('eval.start', { model: 'm-1', suite: 'smoke', cases: 3, reviewers: ['alice', 'bob'] }, { run_id: 'ev-1' }))).resolves.toMatchObject({ outcome: 'accepted' });
 
     const [request] = runs.started();
     expect(request).toMatchObject({ runId: 'ev-1', taskQueue: 't2-agent-workflows', memo: { model: 'm-1', suite: 'smoke' }, attributes: {} });
@@ -38,12 +38,24 @@ describe('eval.start', () => {
     const { service, ledger } = serviceWithFakes();
     ledger.accept('acme', 'earlier', 'agent.start', 'run-1');
 
-    await expect(service.handle(commandOf('eval.start', { model: 'm', suite: 's' }))).resolves.toMatchObject({ outcome: 'rejected', reason: 'run_exists' });
+    await expect(service.handle(commandOf('eval.start', { model: 'm', suite: 's', reviewers: ['alice'] }))).resolves.toMatchObject({ outcome: 'rejected', reason: 'run_exists' });
+  });
+
+  it('refuses an eval without reviewers (absent or empty): there are no default reviewers, and nobody could approve it', async () => {
+    for (const payload of [{ model: 'm', suite: 's', cases: 2 }, { model: 'm', suite: 's', cases: 2, reviewers: [] }]) {
+      const { service, runs } = serviceWithFakes();
+      await expect(service.handle(commandOf('eval.start', payload))).resolves.toMatchObject({
+        outcome: 'rejected',
+        reason: 'invalid_payload',
+        message: expect.stringMatching(/^an eval needs at least one reviewer/),
+      });
+      expect(runs.started()).toHaveLength(0);
+    }
   });
 
   it('releases its claim when the run directory is out of reach', async () => {
     const { service, ledger, runs } = serviceWithFakes();
-    const command = commandOf('eval.start', { model: 'm', suite: 's' });
+    const command = commandOf('eval.start', { model: 'm', suite: 's', reviewers: ['alice'] });
     runs.failNext('start', new TransientCommandError('temporal unavailable'));
 
     await expect(service.handle(command)).rejects.toBeInstanceOf(TransientCommandError);
@@ -67,7 +79,7 @@ describe('eval.start over a dataset', () => {
   };
   const start = (payload: Record<string, unknown>, runId = 'ev-d') => {
     const fakes = serviceWithFakes('t-', catalog);
-    return { fakes, outcome: fakes.service.handle(commandOf('eval.start', { model: 'm', ...payload } as never, { run_id: runId })) };
+    return { fakes, outcome: fakes.service.handle(commandOf('eval.start', { model: 'm', reviewers: ['alice'], ...payload } as never, { run_id: runId })) };
   };
 
   it("takes a suite's solver and scorers, and carries the checked spec to the workflow and its memo", async () => {

@@ -13,7 +13,7 @@ import { EvalSpecError, normaliseScorers, normaliseSolver } from '@agentrun/eval
 import type { AgentCaseTemplate, AgentRunInput, CaseSpec, EvalRunInput, ForkInput, NamedSpec, SnapshotSeriesConfig, ToolTimeouts } from '@agentrun/workflows';
 import { accepted, rejected, type CommandDecision } from '../decision';
 import { RunAlreadyStartedError } from '../errors';
-import type { CommandLedgerPort, DatasetCatalogPort, RunDirectoryPort, StartRunRequest } from '../ports';
+import type { CommandLedgerPort, DatasetCatalogPort, QuotaPort, RunDirectoryPort, StartLimits, StartRunRequest } from '../ports';
 import { MAX_EVAL_CASES } from '../adapters/dataset-catalog';
 
 /** How every AgentRun is started: its history budget and research cadence. */
@@ -33,15 +33,31 @@ export interface EvalDefaults {
   case_heartbeat_s: number;
 }
 
-/** A run's snapshot settings with the platform's defaults filled in. */
-export function snapshotConfigOf(settings: SnapshotSettings): SnapshotSeriesConfig {
+/**
+ * A run's snapshot settings with the platform's defaults filled in. A default `max_snapshots` above the
+ * org's `snapshots_per_run` is lowered to it; an explicit one above it is refused before this (`overQuota`).
+ */
+export function snapshotConfigOf(settings: SnapshotSettings, snapshotsCap?: number): SnapshotSeriesConfig {
+  const fallback = snapshotsCap === undefined ? SNAPSHOT_DEFAULTS.max_snapshots : Math.min(SNAPSHOT_DEFAULTS.max_snapshots, snapshotsCap);
   return {
     interval_seconds: settings.interval_seconds ?? 0,
     per_turn: settings.per_turn ?? SNAPSHOT_DEFAULTS.per_turn,
     at_end: settings.at_end ?? SNAPSHOT_DEFAULTS.at_end,
     timeout_seconds: settings.timeout_seconds ?? SNAPSHOT_DEFAULTS.timeout_seconds,
-    max_snapshots: settings.max_snapshots ?? SNAPSHOT_DEFAULTS.max_snapshots,
+    max_snapshots: settings.max_snapshots ?? fallback,
   };
+}
+
+/**
+ * Why a start asks for more than the org may have (`max_steps`, `max_snapshots`), or undefined. Only
+ * explicit values are refused: defaults are lowered to the org's limits instead.
+ */
+function overQuota(org: string, limits: StartLimits, asked: { max_steps?: number; max_snapshots?: number }, what = ''): string | undefined {
+  if (asked.max_steps !== undefined && asked.max_steps > limits.max_steps)
+    return `${what}max_steps ${asked.max_steps} is over org ${org}'s limit of ${limits.max_steps} (max_steps in AGENTRUN_QUOTAS)`;
+  if (asked.max_snapshots !== undefined && asked.max_snapshots > limits.snapshots_per_run)
+    return `${what}snapshots.max_snapshots ${asked.max_snapshots} is over org ${org}'s limit of ${limits.snapshots_per_run} snapshots per run (snapshots_per_run in AGENTRUN_QUOTAS)`;
+  return undefined;
 }
 
 export interface RunStarterDeps {
@@ -52,6 +68,8 @@ export interface RunStarterDeps {
   evalDefaults: EvalDefaults;
   /** Real evals' datasets; without it an eval start with a dataset is refused. */
   datasets?: DatasetCatalogPort;
+  /** Per-org limits checked at every start; without it, none. */
+  quotas?: QuotaPort;
 }
 
 /** A finished eval's checked spec, reused as it was by retry-failed (from the run's memo). */
@@ -79,17 +97,22 @@ export class RunStarter {
 
   async startAgent(commandId: string, org: string, runId: string, settings: AgentStartPayload, fork?: ForkStart): Promise<CommandDecision> {
     const { lanes } = this.deps;
+    const limits = this.deps.quotas?.limits(org);
+    if (limits) {
+      const over = overQuota(org, limits, { max_steps: settings.max_steps, max_snapshots: settings.snapshots?.max_snapshots });
+      if (over) return rejected('quota_exceeded', over);
+    }
     const input: AgentRunInput = {
       org,
       run_id: runId,
       goal: settings.goal,
-      max_steps: settings.max_steps ?? DEFAULT_MAX_STEPS,
+      max_steps: settings.max_steps ?? Math.min(DEFAULT_MAX_STEPS, limits?.max_steps ?? DEFAULT_MAX_STEPS),
       policy: settings.policy ?? 'scripted',
       tier: settings.tier ?? 'batch',
       ...(settings.owner ? { owner: settings.owner } : {}),
       ...(fork ? { parent_run_id: fork.input.from_run_id, fork: fork.input } : {}),
       lanes: { agentWorkflows: lanes.agentWorkflows, cpuTools: lanes.cpuTools, gpuTools: lanes.gpuTools, snapshots: lanes.snapshots },
-      ...(settings.snapshots ? { snapshots: snapshotConfigOf(settings.snapshots) } : {}),
+      ...(settings.snapshots ? { snapshots: snapshotConfigOf(settings.snapshots, limits?.snapshots_per_run) } : {}),
       ...this.deps.agentDefaults,
     };
     return this.startOnce({
@@ -114,8 +137,18 @@ export class RunStarter {
    */
   async startEval(commandId: string, org: string, runId: string, payload: EvalStartPayload, parentRunId?: string, reuse?: EvalReuse): Promise<CommandDecision> {
     const { lanes } = this.deps;
+    // Approval is the run's only gate, and it is given by a token's subject named here: a run nobody may
+    // approve could never be published, and a default list would let whoever holds those names approve.
+    const reviewers = payload.reviewers ?? [];
+    if (reviewers.length === 0) return rejected('invalid_payload', 'an eval needs at least one reviewer: give reviewers ["who", ...] (the subjects of the tokens that may approve it)');
     const plan: EvalPlan = reuse ? { case_ids: payload.case_ids ?? [], suite: payload.suite ?? reuse.spec.dataset.name, ...reuse } : await this.planEval(org, runId, payload);
     if ('refused' in plan) return rejected(plan.reason ?? 'invalid_payload', plan.refused);
+    // An eval's agent cases are started by the eval itself, never refused mid-eval: their limits are checked here, once.
+    if (plan.agent && !reuse) {
+      const limits = this.deps.quotas?.limits(org);
+      const over = limits && overQuota(org, limits, { max_steps: plan.agent.max_steps, max_snapshots: plan.agent.snapshots?.max_snapshots }, "the agent solver's ");
+      if (over) return rejected('quota_exceeded', over);
+    }
     const input: EvalRunInput = {
       org,
       run_id: runId,
@@ -123,7 +156,7 @@ export class RunStarter {
       suite: plan.suite,
       case_ids: plan.case_ids,
       fail_fraction: payload.fail_fraction ?? 0.25,
-      reviewers: payload.reviewers ?? ['alice', 'bob'],
+      reviewers,
       lanes: { agentWorkflows: lanes.agentWorkflows, gpuEval: lanes.gpuEval },
       ...(parentRunId ? { parent_run_id: parentRunId } : {}),
       ...this.deps.evalDefaults,
@@ -182,21 +215,22 @@ export class RunStarter {
     // Each case's agent is a run of its own: `{eval run id}.{case id}`, which must be a valid run id.
     const tooLong = caseIds.find((id) => !runIdRe.test(`${runId}.${id}`));
     if (tooLong !== undefined) return { refused: `the agent run of case '${tooLong}' would be '${runId}.${tooLong}', longer than a run id may be: use a shorter eval run id`, reason: 'invalid_eval' };
-    return { case_ids: caseIds, suite: payload.suite ?? dataset.ref.name, spec, agent: this.agentCaseTemplate(payload, solver) };
+    return { case_ids: caseIds, suite: payload.suite ?? dataset.ref.name, spec, agent: this.agentCaseTemplate(org, payload, solver) };
   }
 
   /** How each agent case's run is started: the agent defaults, the eval's model, and a snapshot series that always keeps the final workspace. */
-  private agentCaseTemplate(payload: EvalStartPayload, solver: NamedSpec): AgentCaseTemplate {
+  private agentCaseTemplate(org: string, payload: EvalStartPayload, solver: NamedSpec): AgentCaseTemplate {
     const { lanes } = this.deps;
     const options = solver as NamedSpec & { max_steps?: number; policy?: AgentPolicy };
+    const limits = this.deps.quotas?.limits(org);
     return {
-      max_steps: options.max_steps ?? DEFAULT_AGENT_CASE_STEPS,
+      max_steps: options.max_steps ?? Math.min(DEFAULT_AGENT_CASE_STEPS, limits?.max_steps ?? DEFAULT_AGENT_CASE_STEPS),
       policy: options.policy ?? 'llm',
       tier: 'batch',
       lanes: { agentWorkflows: lanes.agentWorkflows, cpuTools: lanes.cpuTools, gpuTools: lanes.gpuTools, snapshots: lanes.snapshots },
       ...this.deps.agentDefaults,
       // The scorers read the final workspace from the final snapshot.
-      snapshots: snapshotConfigOf({ ...payload.snapshots, at_end: true }),
+      snapshots: snapshotConfigOf({ ...payload.snapshots, at_end: true }, limits?.snapshots_per_run),
       model: payload.model,
     };
   }
@@ -208,6 +242,18 @@ export class RunStarter {
     // Temporal forgets a closed run after its retention; the ledger does not.
     const startedBy = await this.deps.ledger.acceptedStart(org, runId);
     if (startedBy !== undefined && startedBy !== commandId) return exists;
+    // A start already accepted (decided again after a crash) is counted among the active runs already.
+    if (startedBy === undefined && this.deps.quotas) {
+      const limit = this.deps.quotas.limits(org).active_runs;
+      const active = await this.deps.quotas.activeRuns(org);
+      if (active >= limit) {
+        // Our own earlier attempt may have started it before a crash kept the ledger from saying so: it
+        // runs, so refusing it now would be a wrong answer. Asked only when refusing, so admission stays one query.
+        const run = await this.deps.runs.describe(org, runId);
+        if (run?.startCommandId === commandId) return accepted();
+        return rejected('quota_exceeded', `org ${org} has ${active} active runs, its limit (active_runs in AGENTRUN_QUOTAS) is ${limit}: start again when one has finished`);
+      }
+    }
     try {
       await this.deps.runs.start(request);
       return accepted();

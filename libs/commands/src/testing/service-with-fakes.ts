@@ -1,7 +1,7 @@
 import type { CommandOf, CommandPayloads, CommandType } from '@agentrun/contracts';
 import { CommandService } from '../command.service';
 import type { AgentDefaults, EvalDefaults } from '../handlers/run-starter';
-import type { DatasetCatalogPort } from '../ports';
+import type { DatasetCatalogPort, QuotaPort } from '../ports';
 import { CapturingOutcomePublisher, FakeRunDirectory, InMemoryCommandLedger, InMemorySnapshotLookup } from './fake-ports';
 
 export const TEST_AGENT_DEFAULTS: AgentDefaults = {
@@ -16,7 +16,7 @@ export const TEST_EVAL_DEFAULTS: EvalDefaults = { parallelism: 4, errored_ungrad
 export const TEST_NOW = new Date('2026-06-01T12:00:00.000Z');
 
 /** A command service over in-memory ports, with each port at hand for the test to arrange and inspect. */
-export function serviceWithFakes(taskQueuePrefix = 'unit-', datasets?: DatasetCatalogPort) {
+export function serviceWithFakes(taskQueuePrefix = 'unit-', datasets?: DatasetCatalogPort, quotas?: QuotaPort) {
   const ledger = new InMemoryCommandLedger();
   const runs = new FakeRunDirectory();
   const snapshots = new InMemorySnapshotLookup();
@@ -31,6 +31,7 @@ export function serviceWithFakes(taskQueuePrefix = 'unit-', datasets?: DatasetCa
     evalDefaults: TEST_EVAL_DEFAULTS,
     now: () => TEST_NOW,
     ...(datasets ? { datasets } : {}),
+    ...(quotas ? { quotas } : {}),
   });
   return { service, ledger, runs, snapshots, outcomes };
 }

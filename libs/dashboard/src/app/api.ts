@@ -102,11 +102,19 @@ export type { CommandAccepted as Accepted, RunSummary, RunsPage } from '@agentru
 
 export const runPath = (runId: string, rest = ''): string => `/runs/${encodeURIComponent(runId)}${rest}`;
 
+/** Who the session cookie speaks for, as GET /session says; undefined when it does not answer. */
+async function whoAmI(): Promise<{ org: string; subject: string | null } | undefined> {
+  const res = await fetch('/session', { headers: { Accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store' }).catch(() => undefined);
+  if (!res?.ok) return undefined;
+  const body = (await res.json().catch(() => undefined)) as { org?: unknown; subject?: unknown } | undefined;
+  return typeof body?.org === 'string' ? { org: body.org, subject: typeof body.subject === 'string' ? body.subject : null } : undefined;
+}
+
 /** Trades a token for the HttpOnly session cookie; the token is not kept by the page. */
 export async function signInWithToken(token: string): Promise<void> {
   await call('POST', '/session', { token }, { allow401: true });
   rememberOrg(undefined);
-  session.value = { kind: 'token' };
+  session.value = { kind: 'token', ...(await whoAmI()) };
 }
 
 /** Local mode without a token: checks the gateway takes X-Org for this org before using it. */
@@ -135,6 +143,6 @@ export async function checkSession(org: string | undefined): Promise<void> {
       rememberOrg(undefined);
     }
   }
-  const res = await fetch('/runs?limit=1', { headers: { Accept: 'application/json' }, credentials: 'same-origin', cache: 'no-store' }).catch(() => undefined);
-  session.value = res?.ok ? { kind: 'token' } : { kind: 'signed-out' };
+  const who = await whoAmI();
+  session.value = who ? { kind: 'token', ...who } : { kind: 'signed-out' };
 }

@@ -1,6 +1,7 @@
 import { useState } from 'preact/hooks';
 import { ApiError, postJson, runPath, type Accepted } from './api';
 import { runHref } from './router';
+import { session } from './session';
 import { isTerminalStatus } from './run-view';
 import { OutcomeLine, type Outcome } from './ui';
 
@@ -87,6 +88,11 @@ export function EvalControls({ runId, status, reviewers }: { runId: string; stat
   const retry = useCommand();
   const [reviewer, setReviewer] = useState('');
   const over = isTerminalStatus(status);
+  const current = session.value;
+  // Signed in by a token, the gateway approves as the token's subject and takes no other name; only
+  // local mode's X-Org (which authenticates nobody) names the reviewer here.
+  const asSubject = current.kind === 'token';
+  const subject = current.kind === 'token' ? current.subject : undefined;
 
   return (
     <section class="panel controls" aria-labelledby="controls-title">
@@ -95,18 +101,26 @@ export function EvalControls({ runId, status, reviewers }: { runId: string; stat
       <form
         onSubmit={(e) => {
           e.preventDefault();
-          void approve.send('approve', runPath(runId, '/approve'), { reviewer: reviewer.trim() });
+          void approve.send('approve', runPath(runId, '/approve'), asSubject ? {} : { reviewer: reviewer.trim() });
         }}
       >
-        <label for="reviewer">Reviewer</label>
-        <input id="reviewer" list="reviewers" required autocomplete="off" value={reviewer} onInput={(e) => setReviewer(e.currentTarget.value)} />
-        <datalist id="reviewers">
-          {reviewers.map((r) => (
-            <option key={r} value={r} />
-          ))}
-        </datalist>
-        <button type="submit" disabled={approve.busy || status !== 'awaiting_review'}>
-          Approve
+        {asSubject ? (
+          <p class="hint" data-testid="approve-as">
+            {subject ? `You approve as ${subject}.` : 'This token has no subject, so it cannot approve; sign in with a token made with --subject.'}
+          </p>
+        ) : (
+          <>
+            <label for="reviewer">Reviewer</label>
+            <input id="reviewer" list="reviewers" required autocomplete="off" value={reviewer} onInput={(e) => setReviewer(e.currentTarget.value)} />
+            <datalist id="reviewers">
+              {reviewers.map((r) => (
+                <option key={r} value={r} />
+              ))}
+            </datalist>
+          </>
+        )}
+        <button type="submit" disabled={approve.busy || status !== 'awaiting_review' || (asSubject && !subject)}>
+          {subject ? `Approve as ${subject}` : 'Approve'}
         </button>
         <OutcomeLine outcome={approve.outcome} testId="outcome-approve" />
       </form>

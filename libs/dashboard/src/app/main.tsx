@@ -26,7 +26,11 @@ function Header() {
       </nav>
       <div class="who">
         {current.kind === 'org' && <span data-testid="who">{`Org ${current.org} (local mode, X-Org)`}</span>}
-        {current.kind === 'token' && <span data-testid="who">Signed in with an API token</span>}
+        {current.kind === 'token' && (
+          <span data-testid="who">
+            {current.subject ? `Signed in as ${current.subject}${current.org ? ` (org ${current.org})` : ''}` : `Signed in with an API token${current.org ? ` (org ${current.org})` : ''}`}
+          </span>
+        )}
         {(current.kind === 'org' || current.kind === 'token') && (
           <button type="button" class="secondary" onClick={() => void signOut()}>
             Sign out

@@ -169,9 +169,9 @@ export function NewRunForm() {
               )}
               <div key="reviewers" class="field wide">
                 <label for="start-reviewers">
-                  Reviewers <span class="hint">(comma-separated)</span>
+                  Reviewers <span class="hint">(comma-separated; at least one: the subjects of the tokens that may approve)</span>
                 </label>
-                <input id="start-reviewers" name="reviewers" value={reviewers} onInput={(e) => setReviewers(e.currentTarget.value)} />
+                <input id="start-reviewers" name="reviewers" required value={reviewers} onInput={(e) => setReviewers(e.currentTarget.value)} />
               </div>
             </>
           )}

@@ -46,7 +46,7 @@ export function SignIn({ message }: { message?: string }) {
           <label for="token">API token</label>
           <input id="token" name="token" type="password" autocomplete="off" required value={token} onInput={(e) => setToken(e.currentTarget.value)} />
           <p class="hint">
-            Create one with <code>npm run token -- create --org ORG</code>. The page keeps it only in an HttpOnly cookie.
+            Create one with <code>npm run token -- create --org ORG --subject WHO</code> (the subject is who approves evals). The page sends it once, for a session cookie it cannot read.
           </p>
           <button type="submit" disabled={busy}>
             Sign in
