@@ -1,0 +1,2 @@
+// logging: filled in by the observability change.
+export {};

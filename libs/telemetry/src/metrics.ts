@@ -1,0 +1,2 @@
+// metrics: filled in by the observability change.
+export {};

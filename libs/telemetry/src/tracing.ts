@@ -1,0 +1,2 @@
+// tracing: filled in by the observability change.
+export {};
