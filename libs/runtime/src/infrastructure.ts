@@ -7,6 +7,38 @@ import type { DataSource } from 'typeorm';
 import type { ReadinessCheck } from './health';
 import { checkNamespaceOnce, connectTemporalClient, temporalConnectionOptions } from './temporal-connection';
 
+/** How long a service waits at start for Postgres to accept a connection before it gives up. */
+export const DATABASE_STARTUP_TIMEOUT_MS = 30_000;
+
+/**
+ * The errors of a server not (yet) reachable: refused, timed out, or still starting. Anything else
+ * (a wrong password, a missing database) cannot get better by waiting and fails the start at once.
+ */
+export function isUnreachable(err: unknown): boolean {
+  const e = err as { code?: string; message?: string };
+  if (e?.code && ['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EHOSTUNREACH', '57P03'].includes(e.code)) return true;
+  return /connection timeout|Connection terminated unexpectedly|timeout expired/i.test(e?.message ?? '');
+}
+
+/**
+ * Connects the data source, trying again while Postgres is out of reach (a server still starting, or
+ * a machine so loaded that a connection takes longer than the pool's timeout), up to `timeoutMs`.
+ */
+export async function initializeWhenReachable(dataSource: DataSource, logger: Pick<Logger, 'warn'>, timeoutMs = DATABASE_STARTUP_TIMEOUT_MS): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (let attempt = 1; ; attempt++) {
+    try {
+      await dataSource.initialize();
+      return;
+    } catch (err) {
+      if (!isUnreachable(err) || Date.now() >= deadline) throw err;
+      const delay = Math.min(250 * 2 ** (attempt - 1), 2_000);
+      logger.warn(`postgres not reachable yet (attempt ${attempt}: ${(err as Error).message}); trying again in ${delay} ms`);
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
+}
+
 /** The app's whole configuration; each provider below declares the groups of it that it reads. */
 export const PLATFORM_CONFIG = Symbol('PLATFORM_CONFIG');
 export const SERVICE_NAME = Symbol('SERVICE_NAME');
@@ -47,7 +79,7 @@ export class Database implements OnModuleInit, OnApplicationShutdown, ReadinessC
   }
 
   async onModuleInit(): Promise<void> {
-    await this.dataSource.initialize();
+    await initializeWhenReachable(this.dataSource, this.logger);
     try {
       if (this.migrateMode === 'auto') {
         const applied = await this.migrateWithoutTimeout();
