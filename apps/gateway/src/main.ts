@@ -23,6 +23,7 @@ async function main(): Promise<void> {
     port: config.GATEWAY_PORT,
     host: config.GATEWAY_HOST,
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
+    tracing: config,
     bodyParser: false,
     configure: (app) => {
       // Before anything else, the body included: a request for another host name is not ours to read.

@@ -6,6 +6,7 @@ import { checkSchema, createDataSource, databaseOptionsFrom, migrate, pingDataba
 import type { DataSource } from 'typeorm';
 import type { ReadinessCheck } from './health';
 import { checkNamespaceOnce, connectTemporalClient, temporalConnectionOptions } from './temporal-connection';
+import { workflowClientTracing } from './temporal-tracing';
 
 /** The app's whole configuration; each provider below declares the groups of it that it reads. */
 export const PLATFORM_CONFIG = Symbol('PLATFORM_CONFIG');
@@ -148,7 +149,8 @@ export class Temporal implements OnModuleInit, OnApplicationShutdown, ReadinessC
       this.connection = undefined;
       throw err;
     }
-    this.clientValue = new Client({ connection: this.connection, namespace: options.namespace });
+    // Starts, signals and updates carry the caller's trace into the workflow (headers the workflow interceptors read).
+    this.clientValue = new Client({ connection: this.connection, namespace: options.namespace, interceptors: { workflow: workflowClientTracing() } });
   }
 
   get client(): Client {

@@ -4,6 +4,7 @@ import type { TemporalConfig } from '@agentrun/config';
 import { checkNamespaceOnce, connectTemporalWorker, temporalConnectionOptions } from './temporal-connection';
 import { failFast } from './fatal';
 import type { ReadinessCheck } from './health';
+import { withWorkerTracing } from './temporal-tracing';
 
 export type LaneWorkerOptions = Omit<WorkerOptions, 'connection' | 'namespace'>;
 
@@ -42,7 +43,7 @@ export class WorkerPool implements ReadinessCheck {
     try {
       await checkNamespaceOnce(config, connection, options);
       const workers: Worker[] = [];
-      for (const lane of lanes) workers.push(await Worker.create({ ...lane, connection, namespace }));
+      for (const lane of lanes) workers.push(await Worker.create({ ...withWorkerTracing(lane), connection, namespace }));
       return new WorkerPool(connection, workers);
     } catch (err) {
       await connection.close();
