@@ -38,7 +38,7 @@ export class CommandConsumer implements OnApplicationBootstrap {
   async decide(@Payload() message: InboundMessage, @Ctx() ctx: KafkaBusContext): Promise<void> {
     // A command's `traceparent` starts or continues its trace: the workflow start, and through it the
     // run's activities and events, are children of this span.
-    await inConsumerSpan({ ...message, key: message.key?.toString('utf8') ?? null }, this.kafka.groupId(COMMAND_GROUP), async () => {
+    await inConsumerSpan(message, this.kafka.groupId(COMMAND_GROUP), async () => {
       // Not decided means the consumer is stopping: the uncommitted message is read again by the partition's next owner.
       if (await this.decideMessage(message, ctx)) await ctx.commit();
     });

@@ -6,6 +6,8 @@ import { dlqMessage, retryWhileActive, type EventVerifier, type InboundMessage, 
 import { FaultPoints } from '@agentrun/config';
 import { applyRunEvents, readRunStates } from '@agentrun/persistence';
 import { Database, Kafka, PLATFORM_CONFIG, runEventVerifier } from '@agentrun/runtime';
+import { contextOfTraceparent, inSpan, kafkaConsumeAttributes, linkTo, TRACEPARENT_HEADER } from '@agentrun/telemetry';
+import { ROOT_CONTEXT, SpanKind, type Link } from '@opentelemetry/api';
 import type { ProjectorConfig } from './config';
 
 /** The consumer group that builds the read model; the test prefix is added in front of it. */
@@ -26,6 +28,7 @@ export class RunEventProjector {
   private readonly logger = new Logger(RunEventProjector.name);
   private readonly faults: FaultPoints;
   private readonly verifier: EventVerifier;
+  private readonly group: string;
 
   constructor(
     private readonly db: Database,
@@ -34,10 +37,23 @@ export class RunEventProjector {
   ) {
     this.faults = new FaultPoints(config.AGENTRUN_FAULTS, config.AGENTRUN_PROFILE);
     this.verifier = runEventVerifier(config);
+    this.group = kafka.groupId(PROJECTOR_GROUP);
   }
 
   @EventPattern(TOPICS.runEvents, WHOLE_BATCH)
   async applyBatch(@Payload() messages: InboundMessage[], @Ctx() ctx: KafkaBusContext): Promise<void> {
+    // One span per batch, linked to each event's trace; a batch of one trace (one run's events, the usual
+    // case) is also its child, one that mixes traces starts a trace of its own.
+    const traceparents = messages.map((m) => single(m.headers?.[TRACEPARENT_HEADER]));
+    const links = traceparents.map((tp, i) => linkTo(tp, { 'messaging.kafka.offset': Number(messages[i].offset) })).filter((l): l is Link => l !== undefined);
+    const traces = new Set(links.map((l) => l.context.traceId));
+    const parent = traces.size === 1 && links.length === messages.length ? contextOfTraceparent(traceparents[0]) : ROOT_CONTEXT;
+    const first = messages[0];
+    const attributes = first ? { ...kafkaConsumeAttributes(first, this.group), 'messaging.batch.message_count': messages.length } : {};
+    await inSpan(`process ${first?.topic ?? TOPICS.runEvents}`, { kind: SpanKind.CONSUMER, parent, links, attributes }, () => this.applyMessages(messages, ctx));
+  }
+
+  private async applyMessages(messages: InboundMessage[], ctx: KafkaBusContext): Promise<void> {
     const events: RunEventEnvelope[] = [];
     const sources = new Map<RunEventEnvelope, InboundMessage>();
     const poison: OutboundMessage[] = [];
@@ -85,15 +101,21 @@ export class RunEventProjector {
    * cannot stall the partition. Anything else (Postgres down) is thrown and retried.
    */
   private async apply(events: RunEventEnvelope[], sources: Map<RunEventEnvelope, InboundMessage>): Promise<void> {
+    // Stored with each event, so its SSE frame (read from Postgres, not Kafka) joins its trace.
+    const traceparents = new Map<RunEventEnvelope, string>();
+    for (const [event, message] of sources) {
+      const traceparent = single(message.headers?.[TRACEPARENT_HEADER]);
+      if (traceparent && linkTo(traceparent)) traceparents.set(event, traceparent);
+    }
     try {
-      await applyRunEvents(this.db.dataSource, events);
+      await applyRunEvents(this.db.dataSource, events, traceparents);
       return;
     } catch (err) {
       if (!isDataException(err)) throw err;
     }
     for (const event of events) {
       try {
-        await applyRunEvents(this.db.dataSource, [event]);
+        await applyRunEvents(this.db.dataSource, [event], traceparents);
       } catch (err) {
         if (!isDataException(err)) throw err;
         this.logger.warn(`dead-lettering run event ${event.org}/${event.run_id}#${event.seq}: ${(err as Error).message}`);
@@ -116,6 +138,11 @@ export class RunEventProjector {
       states.map((state) => ({ key: runStateKey(state.org, state.run_id), value: JSON.stringify(state) })),
     );
   }
+}
+
+/** A header's one value; a header sent twice names no trace. */
+function single(value: string | string[] | undefined): string | undefined {
+  return typeof value === 'string' ? value : undefined;
 }
 
 function isDataException(err: unknown): boolean {

@@ -192,13 +192,32 @@ export async function inSpan<T>(name: string, options: InSpanOptions, fn: (span:
   }
 }
 
+/** `inSpan` for synchronous work (an SSE frame written): the span is ended when `fn` returns or throws. */
+export function inSpanSync<T>(name: string, options: InSpanOptions, fn: (span: Span) => T): T {
+  const { parent, errorType, ...spanOptions } = options;
+  const parentContext = parent ?? context.active();
+  const span = tracer().startSpan(name, spanOptions, parentContext);
+  try {
+    return context.with(trace.setSpan(parentContext, span), () => fn(span));
+  } catch (err) {
+    if (span.isRecording()) {
+      span.setAttribute(ATTR_ERROR_TYPE, errorType?.(err) ?? errorTypeOf(err));
+      span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+    }
+    throw err;
+  } finally {
+    span.end();
+  }
+}
+
 function errorTypeOf(err: unknown): string {
   if (err instanceof Error) return err.name && err.name !== 'Error' ? err.name : (err.constructor?.name ?? 'Error');
   return '_OTHER';
 }
 
 /** Messaging attributes (OpenTelemetry semantic conventions) of a Kafka record being processed. */
-export function kafkaConsumeAttributes(record: { topic: string; partition: number; offset: string; key?: string | null }, group: string): Attributes {
+export function kafkaConsumeAttributes(record: { topic: string; partition: number; offset: string; key?: string | Buffer | null }, group: string): Attributes {
+  const key = Buffer.isBuffer(record.key) ? record.key.toString('utf8') : record.key;
   return {
     'messaging.system': 'kafka',
     'messaging.operation.type': 'process',
@@ -207,7 +226,7 @@ export function kafkaConsumeAttributes(record: { topic: string; partition: numbe
     'messaging.destination.partition.id': String(record.partition),
     'messaging.consumer.group.name': group,
     'messaging.kafka.offset': Number(record.offset),
-    ...(record.key ? { 'messaging.kafka.message.key': record.key } : {}),
+    ...(key ? { 'messaging.kafka.message.key': key } : {}),
   };
 }
 
@@ -216,7 +235,7 @@ export function kafkaConsumeAttributes(record: { topic: string; partition: numbe
  * `traceparent` (a new trace when it has none).
  */
 export function inConsumerSpan<T>(
-  record: { topic: string; partition: number; offset: string; key?: string | null; headers?: Record<string, HeaderValue> },
+  record: { topic: string; partition: number; offset: string; key?: string | Buffer | null; headers?: Record<string, HeaderValue> },
   group: string,
   fn: (span: Span) => Promise<T>,
 ): Promise<T> {
