@@ -11,11 +11,12 @@ import type { Resource } from '@opentelemetry/resources';
 import { tracingState } from '@agentrun/telemetry';
 
 /**
- * The workflow side of the Temporal SDK's OpenTelemetry interceptors. tools/bundle-workflows.js puts it
- * in the workflow bundle (a worker given a bundle cannot add interceptor modules); a worker that bundles
- * the workflows itself (workflowsPath) gets it here.
+ * The workflow side: the Temporal SDK's OpenTelemetry workflow interceptors, for executions started in a
+ * trace (workflow-tracing.interceptors.ts). tools/bundle-workflows.js puts the module in the workflow
+ * bundle (a worker given a bundle cannot add interceptor modules); a worker that bundles the workflows
+ * itself (workflowsPath) gets it here.
  */
-export const WORKFLOW_TRACING_MODULE = require.resolve('@temporalio/interceptors-opentelemetry/lib/workflow-interceptors');
+export const WORKFLOW_TRACING_MODULE = require.resolve('./workflow-tracing.interceptors');
 
 /** The client interceptor that starts, signals and queries workflows in a span and hands its context to the workflow in headers. */
 export function workflowClientTracing(): WorkflowClientInterceptor[] {
