@@ -68,9 +68,10 @@ export const interceptors = (): WorkflowInterceptors => {
       if (first) traced = carriesTrace(first.headers as Headers);
       return next(input);
     },
-    dispose(input, next) {
+    dispose(input, next): void {
       if (!inbound && !outbound) return next(input);
-      return (internals ??= new OpenTelemetryInternalsInterceptor()).dispose(input, next);
+      // The SDK's own dispose (it forgets the execution's tracing context) returns a promise nobody awaits.
+      void (internals ??= new OpenTelemetryInternalsInterceptor()).dispose(input, next);
     },
   };
   return {
