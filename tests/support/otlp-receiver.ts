@@ -76,11 +76,17 @@ export class OtlpReceiver {
   /** Export requests received (accepted or not). */
   requests = 0;
   refused = 0;
-  private constructor(private readonly server: Server) {}
+  /** Bytes of accepted export requests. */
+  bytes = 0;
+  private constructor(
+    private readonly server: Server,
+    private readonly decode: boolean,
+  ) {}
 
-  static async start(): Promise<OtlpReceiver> {
+  /** `decode: false` (benchmarks) accepts JSON exports without reading them into spans: counts requests and bytes only. */
+  static async start(options: { decode?: boolean } = {}): Promise<OtlpReceiver> {
     const server = createServer();
-    const receiver = new OtlpReceiver(server);
+    const receiver = new OtlpReceiver(server, options.decode ?? true);
     server.on('request', (req, res) => {
       void receiver.handle(req).then((status) => {
         res.writeHead(status, { 'Content-Type': 'application/json' });
@@ -102,8 +108,10 @@ export class OtlpReceiver {
     for await (const chunk of req) chunks.push(chunk as Buffer);
     if (req.method !== 'POST' || req.url !== '/v1/traces') return (this.refused += 1), 404;
     if (!String(req.headers['content-type'] ?? '').startsWith('application/json')) return (this.refused += 1), 415;
+    const raw = Buffer.concat(chunks);
+    this.bytes += raw.length;
+    if (!this.decode) return 200;
     try {
-      const raw = Buffer.concat(chunks);
       const body = req.headers['content-encoding'] === 'gzip' ? gunzipSync(raw) : raw;
       this.spans.push(...decodeOtlpJson(JSON.parse(body.toString('utf8')) as OtlpRequest));
       return 200;
