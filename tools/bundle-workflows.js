@@ -7,6 +7,10 @@ async function main() {
   const out = path.resolve(__dirname, '../libs/workflows/dist/workflow-bundle.js');
   const { code } = await bundleWorkflowCode({
     workflowsPath: require.resolve('@agentrun/workflows'),
+    // The Temporal SDK's OpenTelemetry workflow interceptors, for executions started in a trace: a worker
+    // given a bundle cannot add interceptor modules, so they are bundled here (libs/runtime's
+    // WORKFLOW_TRACING_MODULE, built before this runs). The workflows themselves never import the package.
+    workflowInterceptorModules: [require.resolve('@agentrun/runtime/dist/workflow-tracing.interceptors')],
     logger: { info() {}, debug() {}, trace() {}, warn: console.warn, error: console.error, log() {} },
     // The contracts' ES module source, so the schemas workflow code never uses stay out of the bundle.
     webpackConfigHook: (config) => ({

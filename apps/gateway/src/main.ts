@@ -1,6 +1,7 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
 import { exitOnStartFailure, runService } from '@agentrun/runtime';
+import { httpTracing } from '@agentrun/telemetry';
 import express from 'express';
 import { MAX_COMMAND_BYTES } from '@agentrun/contracts';
 import { loadGatewayConfig } from './config';
@@ -24,6 +25,7 @@ async function main(): Promise<void> {
     port: config.GATEWAY_PORT,
     host: config.GATEWAY_HOST,
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
+    tracing: config,
     bodyParser: false,
     configure: (app) => {
       // First, so every answer is counted, the Host check's 421s included (by route template, never the raw path).
@@ -35,9 +37,17 @@ async function main(): Promise<void> {
       // One limit for a command however it arrives: a body over it is a 413 problem (bodyErrorHandler).
       app.use(express.json({ limit: MAX_COMMAND_BYTES, strict: false, verify: verifyUtf8Body }));
       app.use(bodyErrorHandler);
+      // The command routes continue the request's `traceparent` (W3C): the decision, the workflow start
+      // and the run's events join the caller's trace. After the body parser, so the span is the handler's.
+      app.use(httpTracing(isCommandRoute));
       publishOpenApiDocument(app);
     },
   });
+}
+
+/** The routes that send a command (commands.controller.ts): every POST to /agents, /evals and /runs/{id}/{action}. */
+function isCommandRoute(method: string, path: string): boolean {
+  return method === 'POST' && /^\/(agents|evals|runs\/[^/]+\/[a-z-]+)\/?$/.test(path);
 }
 
 main().catch(exitOnStartFailure('gateway'));

@@ -1,7 +1,9 @@
 import { Controller, Get, Inject, Logger, Param, Query, Req, Res, UseGuards } from '@nestjs/common';
 import { ApiHeader, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { isTerminal, type RunEventEnvelope } from '@agentrun/contracts';
-import { contiguousPrefix, ReadModel } from '@agentrun/persistence';
+import { contiguousPrefix, ReadModel, storedTraceparent } from '@agentrun/persistence';
+import { contextOfTraceparent, inSpanSync } from '@agentrun/telemetry';
+import { SpanKind } from '@opentelemetry/api';
 import { PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { Request, Response } from 'express';
 import type { GatewayConfig } from './config';
@@ -133,7 +135,10 @@ export class RunEventsController {
     const send = (events: RunEventEnvelope[]): boolean => {
       for (const event of events) {
         if (event.seq <= last) continue;
-        res.write(frame(event));
+        // A span per frame, a child of the span that published the event (its stored traceparent).
+        inSpanSync('send sse frame', { kind: SpanKind.PRODUCER, parent: contextOfTraceparent(storedTraceparent(event)), attributes: { 'agentrun.run_id': runId, 'agentrun.seq': event.seq, 'agentrun.event_type': event.type } }, () =>
+          res.write(frame(event)),
+        );
         // One observation per frame written: from the event's ts to now.
         const delay = secondsSince(event.ts);
         if (delay !== undefined) this.visible.observe(delay);

@@ -5,7 +5,7 @@ import { readCommand } from '@agentrun/contracts/validation';
 import { CommandAuthenticator, CommandService, TransientCommandError } from '@agentrun/commands';
 import { dlqMessage, retryWhileActive, type InboundMessage, type KafkaBusContext } from '@agentrun/kafka';
 import { Kafka } from '@agentrun/runtime';
-import { BoundedLabel, processMetrics } from '@agentrun/telemetry';
+import { BoundedLabel, inConsumerSpan, processMetrics } from '@agentrun/telemetry';
 
 /** A command type as a metric label: one of the catalogue's, or `unknown`. */
 const COMMAND_TYPE_LABEL = new BoundedLabel(0, COMMAND_TYPES, 'unknown');
@@ -49,8 +49,12 @@ export class CommandConsumer implements OnApplicationBootstrap {
 
   @EventPattern(TOPICS.commands)
   async decide(@Payload() message: InboundMessage, @Ctx() ctx: KafkaBusContext): Promise<void> {
-    // Not decided means the consumer is stopping: the uncommitted message is read again by the partition's next owner.
-    if (await this.decideMessage(message, ctx)) await ctx.commit();
+    // A command's `traceparent` starts or continues its trace: the workflow start, and through it the
+    // run's activities and events, are children of this span.
+    await inConsumerSpan(message, this.kafka.groupId(COMMAND_GROUP), async () => {
+      // Not decided means the consumer is stopping: the uncommitted message is read again by the partition's next owner.
+      if (await this.decideMessage(message, ctx)) await ctx.commit();
+    });
   }
 
   /** Returns false when it gave up because the consumer is stopping (nothing was decided). */

@@ -4,7 +4,7 @@ import {
   eventSigningSpec,
   int,
   kafkaSpec,
-  lifecycleSpec,
+  lifecycleSpec, tracingSpec,
   modeSpec,
   list,
   loadServiceConfig,
@@ -41,6 +41,7 @@ function roles(): Setting<ReadonlySet<OrchestratorRole>> {
 
 export const orchestratorSpec = {
   ...lifecycleSpec,
+  ...tracingSpec,
   ...modeSpec,
   ...profileSpec,
   ...kafkaSpec,

@@ -1,8 +1,9 @@
-import { databaseSpec, eventSigningSpec, int, kafkaSpec, lifecycleSpec, modeSpec, loadServiceConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, eventSigningSpec, int, kafkaSpec, lifecycleSpec, tracingSpec, modeSpec, loadServiceConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
 
 /** Kafka in, Postgres out: nothing of Temporal, tools or evaluations. */
 export const projectorSpec = {
   ...lifecycleSpec,
+  ...tracingSpec,
   ...modeSpec,
   ...profileSpec,
   ...kafkaSpec,

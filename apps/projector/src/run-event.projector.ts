@@ -6,7 +6,8 @@ import { dlqMessage, retryWhileActive, type EventVerifier, type InboundMessage, 
 import { FaultPoints } from '@agentrun/config';
 import { activeRunsByKindAndStatus, applyRunEvents, readRunStates } from '@agentrun/persistence';
 import { Database, Kafka, PLATFORM_CONFIG, runEventVerifier } from '@agentrun/runtime';
-import { processMetrics } from '@agentrun/telemetry';
+import { contextOfTraceparent, inSpan, kafkaConsumeAttributes, linkTo, processMetrics, TRACEPARENT_HEADER } from '@agentrun/telemetry';
+import { ROOT_CONTEXT, SpanKind, type Link } from '@opentelemetry/api';
 import type { ProjectorConfig } from './config';
 
 /** The consumer group that builds the read model; the test prefix is added in front of it. */
@@ -28,6 +29,7 @@ export class RunEventProjector {
   private readonly faults: FaultPoints;
   private readonly verifier: EventVerifier;
   private readonly metrics = processMetrics();
+  private readonly group: string;
 
   constructor(
     private readonly db: Database,
@@ -42,10 +44,23 @@ export class RunEventProjector {
     kafka.exportConsumerLag(kafka.groupId(PROJECTOR_GROUP), [TOPICS.runEvents]);
     // The projector is the one process that exports the read model's active runs (one grouped query per scrape).
     this.metrics.runsActive(() => activeRunsByKindAndStatus(db.dataSource));
+    this.group = kafka.groupId(PROJECTOR_GROUP);
   }
 
   @EventPattern(TOPICS.runEvents, WHOLE_BATCH)
   async applyBatch(@Payload() messages: InboundMessage[], @Ctx() ctx: KafkaBusContext): Promise<void> {
+    // One span per batch, linked to each event's trace; a batch of one trace (one run's events, the usual
+    // case) is also its child, one that mixes traces starts a trace of its own.
+    const traceparents = messages.map((m) => single(m.headers?.[TRACEPARENT_HEADER]));
+    const links = traceparents.map((tp, i) => linkTo(tp, { 'messaging.kafka.offset': Number(messages[i].offset) })).filter((l): l is Link => l !== undefined);
+    const traces = new Set(links.map((l) => l.context.traceId));
+    const parent = traces.size === 1 && links.length === messages.length ? contextOfTraceparent(traceparents[0]) : ROOT_CONTEXT;
+    const first = messages[0];
+    const attributes = first ? { ...kafkaConsumeAttributes(first, this.group), 'messaging.batch.message_count': messages.length } : {};
+    await inSpan(`process ${first?.topic ?? TOPICS.runEvents}`, { kind: SpanKind.CONSUMER, parent, links, attributes }, () => this.applyMessages(messages, ctx));
+  }
+
+  private async applyMessages(messages: InboundMessage[], ctx: KafkaBusContext): Promise<void> {
     const endTimer = this.metrics.projectorBatchDuration().startTimer();
     const events: RunEventEnvelope[] = [];
     const sources = new Map<RunEventEnvelope, InboundMessage>();
@@ -110,15 +125,21 @@ export class RunEventProjector {
    * cannot stall the partition. Anything else (Postgres down) is thrown and retried.
    */
   private async apply(events: RunEventEnvelope[], sources: Map<RunEventEnvelope, InboundMessage>): Promise<number> {
+    // Stored with each event, so its SSE frame (read from Postgres, not Kafka) joins its trace.
+    const traceparents = new Map<RunEventEnvelope, string>();
+    for (const [event, message] of sources) {
+      const traceparent = single(message.headers?.[TRACEPARENT_HEADER]);
+      if (traceparent && linkTo(traceparent)) traceparents.set(event, traceparent);
+    }
     try {
-      return (await applyRunEvents(this.db.dataSource, events)).inserted;
+      return (await applyRunEvents(this.db.dataSource, events, traceparents)).inserted;
     } catch (err) {
       if (!isDataException(err)) throw err;
     }
     let stored = 0;
     for (const event of events) {
       try {
-        stored += (await applyRunEvents(this.db.dataSource, [event])).inserted;
+        stored += (await applyRunEvents(this.db.dataSource, [event], traceparents)).inserted;
       } catch (err) {
         if (!isDataException(err)) throw err;
         this.logger.warn(`dead-lettering run event ${event.org}/${event.run_id}#${event.seq}: ${(err as Error).message}`);
@@ -144,6 +165,11 @@ export class RunEventProjector {
       states.map((state) => ({ key: runStateKey(state.org, state.run_id), value: JSON.stringify(state) })),
     );
   }
+}
+
+/** A header's one value; a header sent twice names no trace. */
+function single(value: string | string[] | undefined): string | undefined {
+  return typeof value === 'string' ? value : undefined;
 }
 
 function isDataException(err: unknown): boolean {

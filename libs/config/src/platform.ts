@@ -14,6 +14,19 @@ export const lifecycleSpec = {
 };
 
 /**
+ * Traces (OpenTelemetry): the standard variables this platform acts on. Exported over OTLP/HTTP only
+ * when OTEL_TRACES_EXPORTER names `otlp`, or is unset and an endpoint is given; OTEL_SDK_DISABLED=true
+ * turns everything off. The exporter itself also reads OTEL_EXPORTER_OTLP_HEADERS/_TIMEOUT, and the
+ * resource OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES (the service name is the app's by default).
+ */
+export const tracingSpec = {
+  OTEL_SDK_DISABLED: bool(false),
+  OTEL_TRACES_EXPORTER: optionalStr(),
+  OTEL_EXPORTER_OTLP_ENDPOINT: optionalStr(),
+  OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: optionalStr(),
+};
+
+/**
  * Who may do what. `local` trusts the X-Org header and may listen only on loopback addresses;
  * `production` takes the org only from an API token and refuses default secrets. The code defaults
  * to `local` for a developer's machine; the image and the manifests set `production`.

@@ -32,12 +32,12 @@ const RUN_LOCK_CLASS = 0x52554e; // 'RUN'
  * an event past a gap is kept and applied, with every stored event after it, when the gap fills.
  * A forged seq far ahead therefore changes nothing anyone reads, and replays change nothing at all.
  */
-export async function applyRunEvents(dataSource: DataSource, events: RunEventEnvelope[]): Promise<ApplyResult> {
+export async function applyRunEvents(dataSource: DataSource, events: RunEventEnvelope[], traceparents?: ReadonlyMap<RunEventEnvelope, string>): Promise<ApplyResult> {
   if (events.length === 0) return { inserted: 0, applied: 0, touched: [] };
   const unique = firstPerSeq(events);
   return dataSource.transaction(async (tx) => {
     await lockRuns(tx, unique);
-    const inserted = await insertEvents(tx, unique);
+    const inserted = await insertEvents(tx, unique, traceparents);
     if (inserted.length === 0) return { inserted: 0, applied: 0, touched: [] };
     const applied = await advancePrefixes(tx, unique, inserted);
     if (applied.length === 0) return { inserted: inserted.length, applied: 0, touched: [] };
@@ -122,10 +122,11 @@ async function advancePrefixes(tx: EntityManager, events: RunEventEnvelope[], in
   return applied.sort((a, b) => (a.org === b.org ? (a.run_id === b.run_id ? a.seq - b.seq : a.run_id < b.run_id ? -1 : 1) : a.org < b.org ? -1 : 1));
 }
 
-async function insertEvents(tx: EntityManager, events: RunEventEnvelope[]): Promise<RunTouch[]> {
+/** Stores the events (with the `traceparent` each was published with, when given), returning those new to the log. */
+async function insertEvents(tx: EntityManager, events: RunEventEnvelope[], traceparents?: ReadonlyMap<RunEventEnvelope, string>): Promise<RunTouch[]> {
   const rows: RunTouch[] = await tx.query(
-    `INSERT INTO run_events (org, run_id, seq, type, ts, event)
-     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::jsonb[])
+    `INSERT INTO run_events (org, run_id, seq, type, ts, event, traceparent)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::text[], $5::timestamptz[], $6::jsonb[], $7::text[])
      ON CONFLICT (org, run_id, seq) DO NOTHING
      RETURNING org, run_id, seq`,
     [
@@ -135,6 +136,7 @@ async function insertEvents(tx: EntityManager, events: RunEventEnvelope[]): Prom
       events.map((e) => e.type),
       events.map((e) => e.ts),
       events.map((e) => JSON.stringify(e)),
+      events.map((e) => traceparents?.get(e) ?? null),
     ],
   );
   return rows;

@@ -40,6 +40,14 @@ function toSummary(row: RunRecord): RunSummary {
 const RUN_COLUMNS = 'run_id, kind, status, model, parent_run_id, created_at, updated_at, last_seq, state';
 
 /** Queries the gateway serves. Every one is scoped to a single org: another org's run is no run. */
+/** The `traceparent` stored with events read by `eventsAfter`, by the event object read (gone with it). */
+const TRACEPARENTS = new WeakMap<RunEventEnvelope, string>();
+
+/** The `traceparent` a run event read by `ReadModel.eventsAfter` was published with, if it had one. */
+export function storedTraceparent(event: RunEventEnvelope): string | undefined {
+  return TRACEPARENTS.get(event);
+}
+
 export class ReadModel {
   constructor(private readonly db: DataSource) {}
 
@@ -82,13 +90,19 @@ export class ReadModel {
     return rows.map((r) => r.event).reverse();
   }
 
-  /** Applied events after `seq`, in order, up to `limit`. Callers send only the contiguous prefix. */
+  /**
+   * Applied events after `seq`, in order, up to `limit`. Callers send only the contiguous prefix. The
+   * `traceparent` each was published with is kept beside it (`storedTraceparent`), for the SSE frame's span.
+   */
   async eventsAfter(org: string, runId: string, seq: number, limit: number): Promise<RunEventEnvelope[]> {
-    const rows: { event: RunEventEnvelope }[] = await this.db.query(
-      `SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND seq > $3 AND seq <= (SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2) ORDER BY seq LIMIT $4`,
+    const rows: { event: RunEventEnvelope; traceparent: string | null }[] = await this.db.query(
+      `SELECT event, traceparent FROM run_events WHERE org = $1 AND run_id = $2 AND seq > $3 AND seq <= (SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2) ORDER BY seq LIMIT $4`,
       [org, runId, seq, limit],
     );
-    return rows.map((r) => r.event);
+    return rows.map((r) => {
+      if (r.traceparent) TRACEPARENTS.set(r.event, r.traceparent);
+      return r.event;
+    });
   }
 
   /** A run exists once it has an event, or once its start was accepted (its first event may be in flight). */

@@ -1,6 +1,7 @@
 import { Logger, type DynamicModule, type INestApplication, type Type } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { CustomTransportStrategy } from '@nestjs/microservices';
+import { initTracing, shutdownTracing, type TracingSettings } from '@agentrun/telemetry';
 import { fatalFailure } from './fatal';
 import { Readiness } from './health';
 
@@ -15,6 +16,8 @@ export interface ServiceOptions {
   configure?: (app: INestApplication) => void | Promise<void>;
   /** Message transports the app's `@EventPattern` handlers run on (typically taken from its providers). */
   transports?: (app: INestApplication) => CustomTransportStrategy[];
+  /** The OTEL_* settings (libs/config `tracingSpec`): traces are exported only when they ask for it. */
+  tracing?: TracingSettings;
 }
 
 /**
@@ -25,6 +28,9 @@ export interface ServiceOptions {
  */
 export async function runService(module: Type<unknown> | DynamicModule, options: ServiceOptions): Promise<INestApplication> {
   const logger = new Logger(options.name);
+  // Before any provider makes a client or a worker: they pick up the tracer provider registered here.
+  const tracing = initTracing(options.name.split(' ')[0], options.tracing ?? {});
+  if (tracing.exporting) logger.log(`exporting traces over OTLP/HTTP as ${String(tracing.resource.attributes['service.name'])}`);
   const app = await NestFactory.create(module, {
     bodyParser: options.bodyParser ?? true,
     // Long-lived responses (SSE) would otherwise hold the HTTP server open through a shutdown;
@@ -44,6 +50,8 @@ export async function runService(module: Type<unknown> | DynamicModule, options:
     deadline.unref();
     try {
       await app.close();
+      // Spans of the last messages and activities leave before the process does.
+      await shutdownTracing().catch((err: Error) => logger.warn(`traces not flushed: ${err.message}`));
       logger.log('stopped cleanly');
       process.exitCode = fatalFailure() ? 1 : 0;
     } catch (err) {

@@ -7,3 +7,4 @@ export * from './fatal';
 export * from './temporal-connection';
 export * from './event-keys';
 export * from './temporal-runtime';
+export * from './temporal-tracing';

@@ -7,6 +7,7 @@ import { partitionLag, processMetrics } from '@agentrun/telemetry';
 import type { DataSource } from 'typeorm';
 import type { ReadinessCheck } from './health';
 import { checkNamespaceOnce, connectTemporalClient, temporalConnectionOptions } from './temporal-connection';
+import { workflowClientTracing } from './temporal-tracing';
 
 /** How long a service waits at start for Postgres to accept a connection before it gives up. */
 export const DATABASE_STARTUP_TIMEOUT_MS = 30_000;
@@ -192,7 +193,8 @@ export class Temporal implements OnModuleInit, OnApplicationShutdown, ReadinessC
       this.connection = undefined;
       throw err;
     }
-    this.clientValue = new Client({ connection: this.connection, namespace: options.namespace });
+    // Starts, signals and updates carry the caller's trace into the workflow (headers the workflow interceptors read).
+    this.clientValue = new Client({ connection: this.connection, namespace: options.namespace, interceptors: { workflow: workflowClientTracing() } });
   }
 
   get client(): Client {

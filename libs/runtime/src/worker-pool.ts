@@ -5,6 +5,7 @@ import { checkNamespaceOnce, connectTemporalWorker, temporalConnectionOptions } 
 import { installTemporalRuntime } from './temporal-runtime';
 import { failFast } from './fatal';
 import type { ReadinessCheck } from './health';
+import { withWorkerTracing } from './temporal-tracing';
 
 export type LaneWorkerOptions = Omit<WorkerOptions, 'connection' | 'namespace'>;
 
@@ -45,7 +46,7 @@ export class WorkerPool implements ReadinessCheck {
     try {
       await checkNamespaceOnce(config, connection, options);
       const workers: Worker[] = [];
-      for (const lane of lanes) workers.push(await Worker.create({ ...lane, connection, namespace }));
+      for (const lane of lanes) workers.push(await Worker.create({ ...withWorkerTracing(lane), connection, namespace }));
       return new WorkerPool(connection, workers);
     } catch (err) {
       await connection.close();

@@ -9,7 +9,7 @@
 import { types } from 'node:util';
 import { APIConnectionError, APIConnectionTimeoutError, APIError, OpenAI } from 'openai';
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
-import { processMetrics, type AgentRunMetrics } from '@agentrun/telemetry';
+import { inModelCallSpan, processMetrics, type AgentRunMetrics } from '@agentrun/telemetry';
 
 // ---------------------------------------------------------------------------------------------
 // Wire types (OpenAI's function-calling shape)
@@ -241,7 +241,7 @@ export function createChatClient(options: ChatClientOptions): ChatClient {
     logLevel: 'warn',
   });
 
-  async function complete(request: ChatRequest, signal?: AbortSignal): Promise<ChatReply> {
+  async function completeOnce(request: ChatRequest, signal?: AbortSignal): Promise<ChatReply> {
     signal?.throwIfAborted();
     const attempt = new AbortController();
     let timedOut = false;
@@ -268,6 +268,24 @@ export function createChatClient(options: ChatClientOptions): ChatClient {
     return readReply(url, body, model);
   }
 
+  // Every call (agent steps, eval generate and judge calls) is a span by the OpenTelemetry GenAI conventions.
+  const serverAddress = safeHost(baseURL);
+  function complete(request: ChatRequest, signal?: AbortSignal): Promise<ChatReply> {
+    return inModelCallSpan(
+      model,
+      async (record) => {
+        const reply = await completeOnce(request, signal);
+        record({
+          ...(reply.usage ? { input_tokens: reply.usage.prompt_tokens, output_tokens: reply.usage.completion_tokens } : {}),
+          responseModel: reply.model,
+          ...(reply.finish_reason ? { finishReasons: [reply.finish_reason] } : {}),
+        });
+        return reply;
+      },
+      { errorType: (err) => (err instanceof ChatError ? err.kind : signal?.aborted ? 'cancelled' : err instanceof Error ? err.name : '_OTHER'), ...(serverAddress ? { serverAddress } : {}) },
+    );
+  }
+
   return { model, complete: metered(model, complete, options.metrics ?? processMetrics()) };
 }
 
@@ -290,6 +308,14 @@ function metered(model: string, complete: ChatClient['complete'], metrics: Agent
       throw err;
     }
   };
+}
+
+function safeHost(url: string): string | undefined {
+  try {
+    return new URL(url).hostname;
+  } catch {
+    return undefined;
+  }
 }
 
 function paramsFor(model: string, request: ChatRequest): ChatCompletionCreateParamsNonStreaming {
