@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
-import { exitOnStartFailure, runService } from '@agentrun/runtime';
+import { exitOnStartFailure, runService, useServiceLogging } from '@agentrun/runtime';
 import express from 'express';
 import { MAX_COMMAND_BYTES } from '@agentrun/contracts';
 import { loadGatewayConfig } from './config';
@@ -11,6 +11,7 @@ import { allowedHostNames, hostAllowList } from './web-security';
 
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
+  useServiceLogging('gateway', config);
   const logger = new Logger('gateway');
   if (config.AGENTRUN_MODE === 'production') {
     logger.log('production mode: the org comes only from an API token (Authorization: Bearer, or the session cookie); X-Org is ignored');
@@ -23,6 +24,7 @@ async function main(): Promise<void> {
     port: config.GATEWAY_PORT,
     host: config.GATEWAY_HOST,
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
+    logging: config,
     bodyParser: false,
     configure: (app) => {
       // Before anything else, the body included: a request for another host name is not ours to read.

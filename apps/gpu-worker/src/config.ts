@@ -1,8 +1,9 @@
-import { databaseSpec, int, lifecycleSpec, modeSpec, modelEndpointSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, int, lifecycleSpec, loggingSpec, modeSpec, modelEndpointSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 /** A Temporal worker with Postgres for its ledgers: no Kafka, no run defaults (they arrive in each workflow's input). */
 export const gpuWorkerSpec = {
   ...lifecycleSpec,
+  ...loggingSpec,
   ...modeSpec,
   ...temporalSpec,
   ...databaseSpec,

@@ -1,10 +1,11 @@
 import { Controller, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { TOPICS } from '@agentrun/contracts';
-import { readCommand } from '@agentrun/contracts/validation';
+import { readCommand, type CommandReading } from '@agentrun/contracts/validation';
 import { CommandAuthenticator, CommandService, TransientCommandError } from '@agentrun/commands';
 import { dlqMessage, retryWhileActive, type InboundMessage, type KafkaBusContext } from '@agentrun/kafka';
 import { Kafka } from '@agentrun/runtime';
+import { traceIdOfTraceparent, withLogContext } from '@agentrun/telemetry';
 
 /** The consumer group that decides commands; the test prefix is added in front of it. */
 export const COMMAND_GROUP = 'agentrun-orchestrator-commands';
@@ -47,8 +48,17 @@ export class CommandConsumer implements OnApplicationBootstrap {
       await this.kafka.bus.send(this.kafka.topic(TOPICS.commandsDlq), [dlqMessage(message, reading.reason, reading.detail)]);
       return true;
     }
+    const base = reading.kind === 'rejected' ? reading : reading.command;
+    // Every line from here on (the handlers' and adapters' too) names the run and the command.
+    const traceparent = message.headers?.traceparent;
+    const context = { org: base.org, run_id: base.run_id, command_id: base.command_id, trace_id: traceIdOfTraceparent(Array.isArray(traceparent) ? traceparent[0] : traceparent) };
+    return withLogContext(context, () => this.decideReadable(message, ctx, reading));
+  }
+
+  private async decideReadable(message: InboundMessage, ctx: KafkaBusContext, reading: Exclude<CommandReading, { kind: 'unreadable' }>): Promise<boolean> {
     const source = `${message.topic}/${message.partition}/${message.offset}`;
     const base = reading.kind === 'rejected' ? reading : reading.command;
+    const what = `command ${base.command_id} (${base.type || 'no type'}) at ${message.partition}@${message.offset}`;
     const result = await retryWhileActive(
       ctx,
       async () => {
@@ -63,10 +73,11 @@ export class CommandConsumer implements OnApplicationBootstrap {
       },
       // Temporal, Postgres or Kafka out of reach: nothing was decided, so the same command is tried again.
       (err, attempt, delay) => {
-        const what = err instanceof TransientCommandError ? err.message : ((err as Error).stack ?? String(err));
-        this.logger.warn(`command at ${message.partition}@${message.offset} not decided (attempt ${attempt}), retrying in ${delay} ms: ${what}`);
+        const why = err instanceof TransientCommandError ? err.message : ((err as Error).stack ?? String(err));
+        this.logger.warn(`${what} not decided (attempt ${attempt}), retrying in ${delay} ms: ${why}`);
       },
     );
+    if (result.done) this.logger.log(`${what}: ${result.value.outcome}${result.value.reason ? ` (${result.value.reason})` : ''}`);
     return result.done;
   }
 }

@@ -5,6 +5,7 @@ import {
   int,
   kafkaSpec,
   lifecycleSpec,
+  loggingSpec,
   modeSpec,
   list,
   loadServiceConfig,
@@ -41,6 +42,7 @@ function roles(): Setting<ReadonlySet<OrchestratorRole>> {
 
 export const orchestratorSpec = {
   ...lifecycleSpec,
+  ...loggingSpec,
   ...modeSpec,
   ...profileSpec,
   ...kafkaSpec,

@@ -12,6 +12,7 @@ async function main(): Promise<void> {
     host: config.ORCHESTRATOR_HOST,
     port: config.ORCHESTRATOR_PORT,
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
+    logging: config,
     transports: (app) => (config.ORCHESTRATOR_ROLES.has('commands') ? [app.get(KafkaBusTransport)] : []),
   });
 }

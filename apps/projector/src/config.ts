@@ -1,8 +1,9 @@
-import { databaseSpec, eventSigningSpec, int, kafkaSpec, lifecycleSpec, modeSpec, loadServiceConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, eventSigningSpec, int, kafkaSpec, lifecycleSpec, loggingSpec, modeSpec, loadServiceConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
 
 /** Kafka in, Postgres out: nothing of Temporal, tools or evaluations. */
 export const projectorSpec = {
   ...lifecycleSpec,
+  ...loggingSpec,
   ...modeSpec,
   ...profileSpec,
   ...kafkaSpec,

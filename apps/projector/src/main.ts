@@ -11,6 +11,7 @@ async function main(): Promise<void> {
     host: config.PROJECTOR_HOST,
     port: config.PROJECTOR_PORT,
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
+    logging: config,
     transports: (app) => [app.get(KafkaBusTransport)],
   });
 }

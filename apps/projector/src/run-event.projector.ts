@@ -6,6 +6,7 @@ import { dlqMessage, retryWhileActive, type EventVerifier, type InboundMessage, 
 import { FaultPoints } from '@agentrun/config';
 import { applyRunEvents, readRunStates } from '@agentrun/persistence';
 import { Database, Kafka, PLATFORM_CONFIG, runEventVerifier } from '@agentrun/runtime';
+import { traceIdOfTraceparent, withLogContext, type LogContext } from '@agentrun/telemetry';
 import type { ProjectorConfig } from './config';
 
 /** The consumer group that builds the read model; the test prefix is added in front of it. */
@@ -71,6 +72,7 @@ export class RunEventProjector {
       (err, attempt, delay) => this.logger.warn(`apply or run-state publish failed (attempt ${attempt}), retrying in ${delay} ms: ${(err as Error).message}`),
     );
     if (!applied.done) return; // uncommitted: whoever owns the partition next applies it
+    this.logProjected(events, sources);
     if (this.faults.hit('projector.crash_after_apply')) {
       // The window the design must survive: Postgres has the batch, Kafka does not know it yet.
       this.logger.warn('fault point: dying between the Postgres commit and the offset commit');
@@ -96,9 +98,31 @@ export class RunEventProjector {
         await applyRunEvents(this.db.dataSource, [event]);
       } catch (err) {
         if (!isDataException(err)) throw err;
-        this.logger.warn(`dead-lettering run event ${event.org}/${event.run_id}#${event.seq}: ${(err as Error).message}`);
+        withLogContext(eventLogContext(event, sources.get(event)), () => this.logger.warn(`dead-lettering run event ${event.org}/${event.run_id}#${event.seq}: ${(err as Error).message}`));
         await this.kafka.bus.send(this.kafka.topic(TOPICS.runEventsDlq), [dlqMessage(sources.get(event)!, 'not_an_event', (err as Error).message)]);
       }
+    }
+  }
+
+  /**
+   * Says, in each run's log context, that its start and its end were stored (info), and which seqs of
+   * it the batch carried (debug): every other line of the batch is about many runs at once.
+   */
+  private logProjected(events: RunEventEnvelope[], sources: Map<RunEventEnvelope, InboundMessage>): void {
+    const byRun = new Map<string, RunEventEnvelope[]>();
+    for (const event of events) {
+      const key = `${event.org}/${event.run_id}`;
+      byRun.set(key, [...(byRun.get(key) ?? []), event]);
+      if (event.type === 'run_started' || event.type === 'run_finished') {
+        const status = event.payload.state?.status;
+        withLogContext(eventLogContext(event, sources.get(event)), () => this.logger.log(`stored ${event.type} of ${event.kind} run (seq ${event.seq}${status ? `, ${status}` : ''})`));
+      }
+    }
+    for (const runEvents of byRun.values()) {
+      const seqs = runEvents.map((e) => e.seq);
+      withLogContext(eventLogContext(runEvents[runEvents.length - 1], sources.get(runEvents[runEvents.length - 1])), () =>
+        this.logger.debug(`stored ${runEvents.length} events (seq ${Math.min(...seqs)}..${Math.max(...seqs)})`),
+      );
     }
   }
 
@@ -116,6 +140,12 @@ export class RunEventProjector {
       states.map((state) => ({ key: runStateKey(state.org, state.run_id), value: JSON.stringify(state) })),
     );
   }
+}
+
+/** The run an event belongs to, and its trace (from the record's `traceparent` header), for log lines. */
+function eventLogContext(event: RunEventEnvelope, message: InboundMessage | undefined): LogContext {
+  const traceparent = message?.headers?.traceparent;
+  return { org: event.org, run_id: event.run_id, trace_id: traceIdOfTraceparent(Array.isArray(traceparent) ? traceparent[0] : traceparent) };
 }
 
 function isDataException(err: unknown): boolean {

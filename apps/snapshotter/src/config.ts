@@ -1,8 +1,9 @@
-import { databaseSpec, quotasSpec, int, lifecycleSpec, modeSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, quotasSpec, int, lifecycleSpec, loggingSpec, modeSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 /** A Temporal worker that reads workspaces and Postgres and writes the object store. */
 export const snapshotterSpec = {
   ...lifecycleSpec,
+  ...loggingSpec,
   ...modeSpec,
   ...temporalSpec,
   ...databaseSpec,

@@ -2,10 +2,16 @@ import { Logger } from '@nestjs/common';
 import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import type { TemporalConfig } from '@agentrun/config';
 import { checkNamespaceOnce, connectTemporalWorker, temporalConnectionOptions } from './temporal-connection';
+import { logContextInterceptor } from './activity-log-context';
 import { failFast } from './fatal';
 import type { ReadinessCheck } from './health';
 
 export type LaneWorkerOptions = Omit<WorkerOptions, 'connection' | 'namespace'>;
+
+/** A lane's interceptors with the run's log context around every activity (after any the lane brings, so their spans are active). */
+function withLogContext(interceptors: WorkerOptions['interceptors']): WorkerOptions['interceptors'] {
+  return { ...interceptors, activity: [...(interceptors?.activity ?? []), logContextInterceptor] };
+}
 
 /** The Temporal workers of one process: started together, checked together, drained together. */
 export class WorkerPool implements ReadinessCheck {
@@ -42,7 +48,7 @@ export class WorkerPool implements ReadinessCheck {
     try {
       await checkNamespaceOnce(config, connection, options);
       const workers: Worker[] = [];
-      for (const lane of lanes) workers.push(await Worker.create({ ...lane, connection, namespace }));
+      for (const lane of lanes) workers.push(await Worker.create({ ...lane, connection, namespace, interceptors: withLogContext(lane.interceptors) }));
       return new WorkerPool(connection, workers);
     } catch (err) {
       await connection.close();
