@@ -192,7 +192,7 @@ describe('text lines', () => {
     withLogContext({ org: 'acme', run_id: 'r1', command_id: 'c1' }, () => service.warn('not decided', 'CommandConsumer'));
     service.error('failed to start: no Kafka', new Error('no Kafka').stack, 'projector');
     const lines = out.lines();
-    expect(lines[0]).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z  WARN orchestrator \[CommandConsumer\] not decided {2}org=acme run_id=r1 command_id=c1$/);
+    expect(lines[0]).toMatch(/^\d{4}-\d\d-\d\dT[\d:.]+Z {2}WARN orchestrator \[CommandConsumer\] not decided {2}org=acme run_id=r1 command_id=c1$/);
     expect(lines[1]).toMatch(/ERROR orchestrator \[projector\] failed to start: no Kafka$/);
     expect(lines[2]).toBe('Error: no Kafka');
     expect(lines[3]).toMatch(/^\s+at /);
