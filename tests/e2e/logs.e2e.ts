@@ -18,11 +18,26 @@ describe('JSON logs with the run', () => {
   beforeAll(() => platform.start());
   afterAll(() => platform.stop());
 
-  const rawLines = (app: string): string[] =>
-    readFileSync(join(platform.dataDir, 'logs', `${app}.log`), 'utf8')
-      .split('\n')
-      .filter((l) => l.trim() !== '');
-  /** Every line of the app's log, each parsed (a line that is not JSON fails the test, naming it). */
+  /**
+   * The app's log as records: a JSON line each, or a record of the Temporal SDK's default logger (a
+   * `<time> [LEVEL] message` line and the lines of its metadata after it) until the SDK's runtime
+   * logger is temporalLogger() (libs/telemetry), which writes our JSON lines instead. Anything else
+   * fails the test, naming the line.
+   */
+  const recordsOf = (app: string): { json: string[]; sdk: string[] } => {
+    const json: string[] = [];
+    const sdk: string[] = [];
+    for (const line of readFileSync(join(platform.dataDir, 'logs', `${app}.log`), 'utf8').split('\n')) {
+      if (line.trim() === '') continue;
+      if (line.startsWith('{')) json.push(line);
+      else if (/^\d{4}-\d\d-\d\dT[\d:.]+Z \[(TRACE|DEBUG|INFO|WARN|ERROR)\] /.test(line)) sdk.push(line);
+      else if (sdk.length > 0 && /^(\s|\}|\])/.test(line)) sdk[sdk.length - 1] += `\n${line}`;
+      else throw new Error(`${app}.log has a line that is neither JSON nor the Temporal SDK's: ${line.slice(0, 300)}`);
+    }
+    return { json, sdk };
+  };
+  const rawLines = (app: string): string[] => recordsOf(app).json;
+  /** Every JSON line of the app's log, parsed (one that does not parse fails the test, naming it). */
   const linesOf = (app: string): Line[] =>
     rawLines(app).map((line) => {
       try {
@@ -32,7 +47,7 @@ describe('JSON logs with the run', () => {
       }
     });
 
-  it('every line of the orchestrator, projector and gpu-worker is JSON; the lines about a run carry its org and run_id, the command line its command_id and trace_id', async () => {
+  it('the orchestrator, projector and gpu-worker write JSON lines; the lines about a run carry its org and run_id, the command line its command_id and trace_id', async () => {
     const org = 'logs-org';
     const runId = uniqueId('logs');
     const commandId = uniqueId('cmd');
@@ -56,7 +71,9 @@ describe('JSON logs with the run', () => {
         expect(line.service).toBe(app);
         expect(typeof line.context).toBe('string');
       }
-      // Every line that names the run (in its message or anywhere else) carries it as fields.
+      // Every line that names the run (in its message or anywhere else) is JSON and carries it as fields.
+      expect({ app, sdk: recordsOf(app).sdk.filter((r) => r.includes(runId)) }).toEqual({ app, sdk: [] });
+      if (app === 'projector') expect(recordsOf(app).sdk).toEqual([]);
       const aboutRun = rawLines(app).filter((l) => l.includes(runId));
       expect({ app, aboutRun: aboutRun.length > 0 }).toEqual({ app, aboutRun: true });
       for (const raw of aboutRun) {
