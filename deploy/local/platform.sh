@@ -152,6 +152,10 @@ export_app_env() {
     set +a
   fi
   export AGENTRUN_MODE="${AGENTRUN_MODE:-local}"
+  # The apps' log files (.stack/logs/apps/*.log) are JSON lines, one object per record (time, level,
+  # service, context, msg; org, run_id, command_id, trace_id on lines about a run); the terminal of
+  # `npm start` shows them as text (tools/pretty-logs.js). LOG_LEVEL=debug adds each activity attempt.
+  export LOG_FORMAT="${LOG_FORMAT:-json}" LOG_LEVEL="${LOG_LEVEL:-info}"
   # The topics the stack made: one broker (each service checks its topics against these at start).
   export KAFKA_TOPIC_PARTITIONS KAFKA_REPLICATION_FACTOR KAFKA_MIN_INSYNC_REPLICAS KAFKA_RETENTION_MS
   export KAFKA_BROKERS="${KAFKA_BROKERS:-127.0.0.1:${KAFKA_PORT}}"
@@ -342,7 +346,7 @@ AgentRun is up in $(( $(date +%s) - t0 ))s (local mode: the org comes from the X
   API docs     http://127.0.0.1:${GATEWAY_PORT}/docs
   Temporal UI  http://127.0.0.1:${TEMPORAL_UI_PORT}
   demo run     curl -N -H 'X-Org: demo' http://127.0.0.1:${GATEWAY_PORT}/runs/${demo}/events
-  logs         .stack/logs/apps/*.log   (servers: .stack/logs/)
+  logs         .stack/logs/apps/*.log, JSON lines   (servers: .stack/logs/; as text: tail -F .stack/logs/apps/*.log | node tools/pretty-logs.js)
 Ctrl-C here, or 'npm run stop' elsewhere, stops everything.
 
 MSG
@@ -375,7 +379,7 @@ MSG
     return 0
   fi
   trap 'echo; stop; exit 0' INT TERM
-  tail -n 0 -F "$APP_LOG_DIR"/*.log &
+  tail -n 0 -F "$APP_LOG_DIR"/*.log | node tools/pretty-logs.js &
   wait $!
 }
 

@@ -288,6 +288,8 @@ export class Platform {
       HOME: process.env.HOME ?? '/root',
       AGENTRUN_MODE: 'local',
       AGENTRUN_PROFILE: 'test',
+      // The service logs (dataDir/logs/<app>.log) are JSON lines, as under `npm start`.
+      LOG_FORMAT: 'json',
       // Production mode refuses the development cursor secret, and needs the names the gateway answers to.
       // Commands on Kafka are verified against keys derived from AGENTRUN_COMMAND_KEY_SECRET; run events
       // are signed with this platform's own key.

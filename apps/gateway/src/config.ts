@@ -1,4 +1,4 @@
-import { bool, modelEndpointNamesSpec, quotasSpec, databaseSpec, DEVELOPMENT_CURSOR_SECRET, secret, loadServiceConfig, int, kafkaSpec, lifecycleSpec, tracingSpec, modeSpec, objectStoreSpec, profileSpec, runDefaultsSpec, str, temporalSpec, type ConfigOf, type Env, type Setting } from '@agentrun/config';
+import { bool, modelEndpointNamesSpec, quotasSpec, databaseSpec, DEVELOPMENT_CURSOR_SECRET, secret, loadServiceConfig, int, kafkaSpec, lifecycleSpec, tracingSpec, loggingSpec, modeSpec, objectStoreSpec, profileSpec, runDefaultsSpec, str, temporalSpec, type ConfigOf, type Env, type Setting } from '@agentrun/config';
 import { hostName } from './web-security';
 
 /**
@@ -21,6 +21,7 @@ function hostNames(): Setting<string[]> {
 export const gatewaySpec = {
   ...lifecycleSpec,
   ...tracingSpec,
+  ...loggingSpec,
   ...modeSpec,
   ...profileSpec,
   ...kafkaSpec,

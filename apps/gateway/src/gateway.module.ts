@@ -1,5 +1,5 @@
 import { Module, type DynamicModule } from '@nestjs/common';
-import { APP_FILTER } from '@nestjs/core';
+import { APP_FILTER, APP_INTERCEPTOR } from '@nestjs/core';
 import { commandServiceProvider, DatasetCatalog } from '@agentrun/commands';
 import { CursorCodec, EvalStore, ReadModel, SessionStore, SnapshotManifest, TokenStore } from '@agentrun/persistence';
 import { modelEndpointNames } from '@agentrun/config';
@@ -12,6 +12,7 @@ import type { GatewayConfig } from './config';
 import { DashboardController } from './dashboard.controller';
 import { ApiDocument, DocsController } from './docs.controller';
 import { LiveEventsHub } from './live-events.hub';
+import { LogContextInterceptor } from './log-context.interceptor';
 import { OrgGuard } from './org';
 import { ProblemFilter } from './problem';
 import { RunEventsController } from './run-events.controller';
@@ -29,6 +30,7 @@ export class GatewayModule {
         { provide: PLATFORM_CONFIG, useValue: config },
         { provide: SERVICE_NAME, useValue: 'gateway' },
         { provide: APP_FILTER, useClass: ProblemFilter },
+        { provide: APP_INTERCEPTOR, useClass: LogContextInterceptor },
         Database,
         Kafka,
         Temporal,

@@ -1,6 +1,6 @@
 import 'reflect-metadata';
 import { Logger } from '@nestjs/common';
-import { exitOnStartFailure, runService } from '@agentrun/runtime';
+import { exitOnStartFailure, runService, useServiceLogging } from '@agentrun/runtime';
 import { httpTracing } from '@agentrun/telemetry';
 import express from 'express';
 import { MAX_COMMAND_BYTES } from '@agentrun/contracts';
@@ -13,6 +13,7 @@ import { httpMetrics } from './http-metrics';
 
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
+  useServiceLogging('gateway', config);
   const logger = new Logger('gateway');
   if (config.AGENTRUN_MODE === 'production') {
     logger.log('production mode: the org comes only from an API token (Authorization: Bearer, or the session cookie); X-Org is ignored');
@@ -26,6 +27,7 @@ async function main(): Promise<void> {
     host: config.GATEWAY_HOST,
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
     tracing: config,
+    logging: config,
     bodyParser: false,
     configure: (app) => {
       // First, so every answer is counted, the Host check's 421s included (by route template, never the raw path).

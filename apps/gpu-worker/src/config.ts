@@ -1,9 +1,10 @@
-import { databaseSpec, int, lifecycleSpec, tracingSpec, modeSpec, modelEndpointSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, int, lifecycleSpec, tracingSpec, loggingSpec, modeSpec, modelEndpointSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 /** A Temporal worker with Postgres for its ledgers: no Kafka, no run defaults (they arrive in each workflow's input). */
 export const gpuWorkerSpec = {
   ...lifecycleSpec,
   ...tracingSpec,
+  ...loggingSpec,
   ...modeSpec,
   ...temporalSpec,
   ...databaseSpec,

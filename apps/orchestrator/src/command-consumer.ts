@@ -1,11 +1,11 @@
 import { Controller, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { COMMAND_TYPES, TOPICS, type CommandOutcome } from '@agentrun/contracts';
-import { readCommand } from '@agentrun/contracts/validation';
+import { readCommand, type CommandReading } from '@agentrun/contracts/validation';
 import { CommandAuthenticator, CommandService, TransientCommandError } from '@agentrun/commands';
 import { dlqMessage, retryWhileActive, type InboundMessage, type KafkaBusContext } from '@agentrun/kafka';
 import { Kafka } from '@agentrun/runtime';
-import { BoundedLabel, inConsumerSpan, processMetrics } from '@agentrun/telemetry';
+import { BoundedLabel, inConsumerSpan, processMetrics, traceIdOfTraceparent, withLogContext } from '@agentrun/telemetry';
 
 /** A command type as a metric label: one of the catalogue's, or `unknown`. */
 const COMMAND_TYPE_LABEL = new BoundedLabel(0, COMMAND_TYPES, 'unknown');
@@ -67,8 +67,17 @@ export class CommandConsumer implements OnApplicationBootstrap {
       this.metrics.dlq().inc({ topic: dlq, reason: reading.reason });
       return true;
     }
+    const base = reading.kind === 'rejected' ? reading : reading.command;
+    // Every line from here on (the handlers' and adapters' too) names the run and the command.
+    const traceparent = message.headers?.traceparent;
+    const context = { org: base.org, run_id: base.run_id, command_id: base.command_id, trace_id: traceIdOfTraceparent(Array.isArray(traceparent) ? traceparent[0] : traceparent) };
+    return withLogContext(context, () => this.decideReadable(message, ctx, reading));
+  }
+
+  private async decideReadable(message: InboundMessage, ctx: KafkaBusContext, reading: Exclude<CommandReading, { kind: 'unreadable' }>): Promise<boolean> {
     const source = `${message.topic}/${message.partition}/${message.offset}`;
     const base = reading.kind === 'rejected' ? reading : reading.command;
+    const what = `command ${base.command_id} (${base.type || 'no type'}) at ${message.partition}@${message.offset}`;
     const result = await retryWhileActive(
       ctx,
       async () => {
@@ -83,11 +92,14 @@ export class CommandConsumer implements OnApplicationBootstrap {
       },
       // Temporal, Postgres or Kafka out of reach: nothing was decided, so the same command is tried again.
       (err, attempt, delay) => {
-        const what = err instanceof TransientCommandError ? err.message : ((err as Error).stack ?? String(err));
-        this.logger.warn(`command at ${message.partition}@${message.offset} not decided (attempt ${attempt}), retrying in ${delay} ms: ${what}`);
+        const why = err instanceof TransientCommandError ? err.message : ((err as Error).stack ?? String(err));
+        this.logger.warn(`${what} not decided (attempt ${attempt}), retrying in ${delay} ms: ${why}`);
       },
     );
-    if (result.done) countDecision(result.value);
+    if (result.done) {
+      countDecision(result.value);
+      this.logger.log(`${what}: ${result.value.outcome}${result.value.reason ? ` (${result.value.reason})` : ''}`);
+    }
     return result.done;
   }
 }

@@ -5,6 +5,7 @@ import {
   int,
   kafkaSpec,
   lifecycleSpec, tracingSpec,
+  loggingSpec,
   modeSpec,
   list,
   loadServiceConfig,
@@ -42,6 +43,7 @@ function roles(): Setting<ReadonlySet<OrchestratorRole>> {
 export const orchestratorSpec = {
   ...lifecycleSpec,
   ...tracingSpec,
+  ...loggingSpec,
   ...modeSpec,
   ...profileSpec,
   ...kafkaSpec,

@@ -13,6 +13,7 @@ async function main(): Promise<void> {
     port: config.ORCHESTRATOR_PORT,
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
     tracing: config,
+    logging: config,
     transports: (app) => (config.ORCHESTRATOR_ROLES.has('commands') ? [app.get(KafkaBusTransport)] : []),
   });
 }

@@ -1,9 +1,10 @@
-import { databaseSpec, eventSigningSpec, int, kafkaSpec, lifecycleSpec, tracingSpec, modeSpec, loadServiceConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, eventSigningSpec, int, kafkaSpec, lifecycleSpec, tracingSpec, loggingSpec, modeSpec, loadServiceConfig, profileSpec, str, type ConfigOf, type Env } from '@agentrun/config';
 
 /** Kafka in, Postgres out: nothing of Temporal, tools or evaluations. */
 export const projectorSpec = {
   ...lifecycleSpec,
   ...tracingSpec,
+  ...loggingSpec,
   ...modeSpec,
   ...profileSpec,
   ...kafkaSpec,

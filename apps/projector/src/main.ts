@@ -12,6 +12,7 @@ async function main(): Promise<void> {
     port: config.PROJECTOR_PORT,
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
     tracing: config,
+    logging: config,
     transports: (app) => [app.get(KafkaBusTransport)],
   });
 }

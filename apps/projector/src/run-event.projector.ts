@@ -6,7 +6,7 @@ import { dlqMessage, retryWhileActive, type EventVerifier, type InboundMessage, 
 import { FaultPoints } from '@agentrun/config';
 import { activeRunsByKindAndStatus, applyRunEvents, readRunStates } from '@agentrun/persistence';
 import { Database, Kafka, PLATFORM_CONFIG, runEventVerifier } from '@agentrun/runtime';
-import { contextOfTraceparent, inSpan, kafkaConsumeAttributes, linkTo, processMetrics, TRACEPARENT_HEADER } from '@agentrun/telemetry';
+import { contextOfTraceparent, inSpan, kafkaConsumeAttributes, linkTo, processMetrics, traceIdOfTraceparent, TRACEPARENT_HEADER, withLogContext, type LogContext } from '@agentrun/telemetry';
 import { ROOT_CONTEXT, SpanKind, type Link } from '@opentelemetry/api';
 import type { ProjectorConfig } from './config';
 
@@ -98,6 +98,7 @@ export class RunEventProjector {
       (err, attempt, delay) => this.logger.warn(`apply or run-state publish failed (attempt ${attempt}), retrying in ${delay} ms: ${(err as Error).message}`),
     );
     if (!applied.done) return; // uncommitted: whoever owns the partition next applies it
+    this.logProjected(events, sources);
     if (this.faults.hit('projector.crash_after_apply')) {
       // The window the design must survive: Postgres has the batch, Kafka does not know it yet.
       this.logger.warn('fault point: dying between the Postgres commit and the offset commit');
@@ -142,13 +143,35 @@ export class RunEventProjector {
         stored += (await applyRunEvents(this.db.dataSource, [event], traceparents)).inserted;
       } catch (err) {
         if (!isDataException(err)) throw err;
-        this.logger.warn(`dead-lettering run event ${event.org}/${event.run_id}#${event.seq}: ${(err as Error).message}`);
+        withLogContext(eventLogContext(event, sources.get(event)), () => this.logger.warn(`dead-lettering run event ${event.org}/${event.run_id}#${event.seq}: ${(err as Error).message}`));
         const dlq = this.kafka.topic(TOPICS.runEventsDlq);
         await this.kafka.bus.send(dlq, [dlqMessage(sources.get(event)!, 'not_an_event', (err as Error).message)]);
         this.metrics.dlq().inc({ topic: dlq, reason: 'not_an_event' });
       }
     }
     return stored;
+  }
+
+  /**
+   * Says, in each run's log context, that its start and its end were stored (info), and which seqs of
+   * it the batch carried (debug): every other line of the batch is about many runs at once.
+   */
+  private logProjected(events: RunEventEnvelope[], sources: Map<RunEventEnvelope, InboundMessage>): void {
+    const byRun = new Map<string, RunEventEnvelope[]>();
+    for (const event of events) {
+      const key = `${event.org}/${event.run_id}`;
+      byRun.set(key, [...(byRun.get(key) ?? []), event]);
+      if (event.type === 'run_started' || event.type === 'run_finished') {
+        const status = event.payload.state?.status;
+        withLogContext(eventLogContext(event, sources.get(event)), () => this.logger.log(`stored ${event.type} of ${event.kind} run (seq ${event.seq}${status ? `, ${status}` : ''})`));
+      }
+    }
+    for (const runEvents of byRun.values()) {
+      const seqs = runEvents.map((e) => e.seq);
+      withLogContext(eventLogContext(runEvents[runEvents.length - 1], sources.get(runEvents[runEvents.length - 1])), () =>
+        this.logger.debug(`stored ${runEvents.length} events (seq ${Math.min(...seqs)}..${Math.max(...seqs)})`),
+      );
+    }
   }
 
   /**
@@ -170,6 +193,12 @@ export class RunEventProjector {
 /** A header's one value; a header sent twice names no trace. */
 function single(value: string | string[] | undefined): string | undefined {
   return typeof value === 'string' ? value : undefined;
+}
+
+/** The run an event belongs to, and its trace (from the record's `traceparent` header), for log lines. */
+function eventLogContext(event: RunEventEnvelope, message: InboundMessage | undefined): LogContext {
+  const traceparent = message?.headers?.traceparent;
+  return { org: event.org, run_id: event.run_id, trace_id: traceIdOfTraceparent(Array.isArray(traceparent) ? traceparent[0] : traceparent) };
 }
 
 function isDataException(err: unknown): boolean {

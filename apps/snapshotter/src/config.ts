@@ -1,9 +1,10 @@
-import { databaseSpec, quotasSpec, int, lifecycleSpec, tracingSpec, modeSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, quotasSpec, int, lifecycleSpec, tracingSpec, loggingSpec, modeSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 /** A Temporal worker that reads workspaces and Postgres and writes the object store. */
 export const snapshotterSpec = {
   ...lifecycleSpec,
   ...tracingSpec,
+  ...loggingSpec,
   ...modeSpec,
   ...temporalSpec,
   ...databaseSpec,

@@ -2,7 +2,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ConfigError, loadConfig } from './env';
-import { databaseSpec, temporalSpec } from './platform';
+import { databaseSpec, loggingSpec, temporalSpec } from './platform';
 
 const dir = mkdtempSync(join(tmpdir(), 'agentrun-platform-'));
 const ca = join(dir, 'ca.pem');
@@ -107,5 +107,24 @@ describe('the database settings', () => {
       expect.stringMatching(/^DATABASE_SSL_CA_FILE: cannot read .*absent\.pem: ENOENT$/),
       "DATABASE_MIGRATE must be one of auto, check, got 'later'",
     ]);
+  });
+});
+
+describe('loggingSpec', () => {
+  it('logs JSON in production mode and text in local mode unless LOG_FORMAT says otherwise', () => {
+    expect(loadConfig(loggingSpec, {})).toEqual({ LOG_FORMAT: 'text', LOG_LEVEL: 'info' });
+    expect(loadConfig(loggingSpec, { AGENTRUN_MODE: 'production' }).LOG_FORMAT).toBe('json');
+    expect(loadConfig(loggingSpec, { AGENTRUN_MODE: 'production', LOG_FORMAT: 'text' }).LOG_FORMAT).toBe('text');
+    expect(loadConfig(loggingSpec, { LOG_FORMAT: 'json', LOG_LEVEL: 'debug' })).toEqual({ LOG_FORMAT: 'json', LOG_LEVEL: 'debug' });
+  });
+
+  it('refuses an unknown format or level by name', () => {
+    let problems: string[] = [];
+    try {
+      loadConfig(loggingSpec, { LOG_FORMAT: 'xml', LOG_LEVEL: 'loud' });
+    } catch (err) {
+      problems = (err as ConfigError).problems;
+    }
+    expect(problems).toEqual(["LOG_FORMAT must be one of json, text, got 'xml'", "LOG_LEVEL must be one of trace, debug, info, warn, error, got 'loud'"]);
   });
 });

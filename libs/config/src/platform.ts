@@ -44,6 +44,26 @@ export const commandKeySpec = {
   AGENTRUN_COMMAND_KEY_SECRET: secret(),
 };
 
+/**
+ * How a service logs. `json`: one JSON object per line (time, level, service, context, msg, and on
+ * lines about a run org, run_id, command_id, trace_id), what log collectors read; `text`: the same
+ * records as lines a person reads. Unset: json in production mode, text in local mode (`npm start`
+ * and the tests set json, so the apps' log files are JSON lines either way).
+ */
+export const loggingSpec = {
+  LOG_FORMAT: logFormat(),
+  LOG_LEVEL: oneOf(['trace', 'debug', 'info', 'warn', 'error'] as const, 'info'),
+};
+
+function logFormat(): Setting<'json' | 'text'> {
+  return {
+    read(env, key) {
+      const fallback = env.AGENTRUN_MODE?.trim() === 'production' ? 'json' : 'text';
+      return oneOf(['json', 'text'] as const, fallback).read(env, key);
+    },
+  };
+}
+
 /** The timing profile, and the fault points the fault suite arms (see FaultPoints; ignored outside the test profile). */
 export const profileSpec = {
   AGENTRUN_PROFILE: oneOf(['production', 'test'] as const, 'production'),
@@ -327,6 +347,7 @@ export const runDefaultsSpec = {
 };
 
 export type LifecycleConfig = ConfigOf<typeof lifecycleSpec>;
+export type LoggingConfig = ConfigOf<typeof loggingSpec>;
 export type ModeConfig = ConfigOf<typeof modeSpec>;
 export type ProfileConfig = ConfigOf<typeof profileSpec>;
 export type KafkaConfig = ConfigOf<typeof kafkaSpec>;

@@ -2,6 +2,8 @@ import { Logger, type DynamicModule, type INestApplication, type Type } from '@n
 import { NestFactory } from '@nestjs/core';
 import type { CustomTransportStrategy } from '@nestjs/microservices';
 import { initTracing, shutdownTracing, type TracingSettings } from '@agentrun/telemetry';
+import { loadConfig, loggingSpec, type LoggingConfig } from '@agentrun/config';
+import { installLogging, loggingInstalled, type NestPinoLogger } from '@agentrun/telemetry';
 import { fatalFailure } from './fatal';
 import { Readiness } from './health';
 
@@ -18,6 +20,22 @@ export interface ServiceOptions {
   transports?: (app: INestApplication) => CustomTransportStrategy[];
   /** The OTEL_* settings (libs/config `tracingSpec`): traces are exported only when they ask for it. */
   tracing?: TracingSettings;
+  /** How it logs (LOG_FORMAT, LOG_LEVEL: the app's loggingSpec settings). */
+  logging: LoggingConfig;
+}
+
+let installed: { key: string; service: NestPinoLogger } | undefined;
+
+/**
+ * Makes every Nest `Logger` of the process write the service's lines (JSON or text, see loggingSpec):
+ * call it first thing in main when the app logs before runService, which calls it too.
+ * `name` may carry a role (`orchestrator (commands)`); the lines' `service` is the app's name.
+ */
+export function useServiceLogging(name: string, config: Partial<LoggingConfig>): NestPinoLogger {
+  const service = name.split(' (')[0];
+  const key = `${service}|${config.LOG_FORMAT}|${config.LOG_LEVEL}`;
+  if (installed?.key !== key) installed = { key, service: installLogging({ service, format: config.LOG_FORMAT ?? 'text', level: config.LOG_LEVEL ?? 'info' }) };
+  return installed.service;
 }
 
 /**
@@ -27,6 +45,7 @@ export interface ServiceOptions {
  * returns), then the connections they used.
  */
 export async function runService(module: Type<unknown> | DynamicModule, options: ServiceOptions): Promise<INestApplication> {
+  const loggerService = useServiceLogging(options.name, options.logging);
   const logger = new Logger(options.name);
   // Before any provider makes a client or a worker: they pick up the tracer provider registered here.
   const tracing = initTracing(options.name.split(' ')[0], options.tracing ?? {});
@@ -35,7 +54,7 @@ export async function runService(module: Type<unknown> | DynamicModule, options:
     bodyParser: options.bodyParser ?? true,
     // Long-lived responses (SSE) would otherwise hold the HTTP server open through a shutdown;
     // clients reconnect with Last-Event-ID.
-    forceCloseConnections: true, bufferLogs: false, logger: ['log', 'warn', 'error'] });
+    forceCloseConnections: true, bufferLogs: false, logger: loggerService });
   await options.configure?.(app);
   let stopping = false;
   const stop = async (signal: string): Promise<void> => {
@@ -55,7 +74,7 @@ export async function runService(module: Type<unknown> | DynamicModule, options:
       logger.log('stopped cleanly');
       process.exitCode = fatalFailure() ? 1 : 0;
     } catch (err) {
-      logger.error(`error while stopping: ${(err as Error).stack ?? err}`);
+      logger.error(`error while stopping: ${(err as Error).message ?? String(err)}`, err);
       process.exitCode = 1;
     }
   };
@@ -66,14 +85,26 @@ export async function runService(module: Type<unknown> | DynamicModule, options:
   await app.init();
   await app.startAllMicroservices();
   await app.listen(options.port, options.host ?? '127.0.0.1');
-  logger.log(`listening on http://${options.host ?? '127.0.0.1'}:${options.port} (livez, readyz)`);
+  logger.log(`listening on http://${options.host ?? '127.0.0.1'}:${options.port} (livez, readyz, metrics)`);
   return app;
 }
 
-/** Top-level failure of a service's start: say why and exit non-zero. */
+/**
+ * Top-level failure of a service's start: say why (with the stack, in the service's log format, read
+ * from the environment when the failure came before the configuration was loaded) and exit non-zero.
+ */
 export function exitOnStartFailure(name: string): (err: unknown) => never {
   return (err) => {
-    new Logger(name).error(`failed to start: ${err instanceof Error ? err.stack ?? err.message : String(err)}`);
+    if (!loggingInstalled()) useServiceLogging(name, loggingFromEnv());
+    new Logger(name).error(`failed to start: ${err instanceof Error ? err.message : String(err)}`, err instanceof Error ? err : undefined);
     process.exit(1);
   };
+}
+
+function loggingFromEnv(): Partial<LoggingConfig> {
+  try {
+    return loadConfig(loggingSpec);
+  } catch {
+    return {};
+  }
 }

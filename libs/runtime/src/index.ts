@@ -8,3 +8,4 @@ export * from './temporal-connection';
 export * from './event-keys';
 export * from './temporal-runtime';
 export * from './temporal-tracing';
+export * from './activity-log-context';

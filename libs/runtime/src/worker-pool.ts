@@ -3,11 +3,17 @@ import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/w
 import type { TemporalConfig } from '@agentrun/config';
 import { checkNamespaceOnce, connectTemporalWorker, temporalConnectionOptions } from './temporal-connection';
 import { installTemporalRuntime } from './temporal-runtime';
+import { logContextInterceptor } from './activity-log-context';
 import { failFast } from './fatal';
 import type { ReadinessCheck } from './health';
 import { withWorkerTracing } from './temporal-tracing';
 
 export type LaneWorkerOptions = Omit<WorkerOptions, 'connection' | 'namespace'>;
+
+/** A lane's interceptors with the run's log context around every activity (after any the lane brings, so their spans are active). */
+function withLogContext(interceptors: WorkerOptions['interceptors']): WorkerOptions['interceptors'] {
+  return { ...interceptors, activity: [...(interceptors?.activity ?? []), logContextInterceptor] };
+}
 
 /** The Temporal workers of one process: started together, checked together, drained together. */
 export class WorkerPool implements ReadinessCheck {
@@ -46,7 +52,10 @@ export class WorkerPool implements ReadinessCheck {
     try {
       await checkNamespaceOnce(config, connection, options);
       const workers: Worker[] = [];
-      for (const lane of lanes) workers.push(await Worker.create({ ...withWorkerTracing(lane), connection, namespace }));
+      for (const lane of lanes) {
+        const traced = withWorkerTracing(lane);
+        workers.push(await Worker.create({ ...traced, connection, namespace, interceptors: withLogContext(traced.interceptors) }));
+      }
       return new WorkerPool(connection, workers);
     } catch (err) {
       await connection.close();
