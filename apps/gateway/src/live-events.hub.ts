@@ -3,6 +3,7 @@ import { quotaFor } from '@agentrun/config';
 import { databaseOptionsFrom, listenForRunTouches, parseRunTouches, ReadModel, RUN_EVENTS_CHANNEL, RunEventFanout, runTouchClient, type RunStreamSink } from '@agentrun/persistence';
 import { PLATFORM_CONFIG, type ReadinessCheck } from '@agentrun/runtime';
 import type { Client } from 'pg';
+import { processMetrics } from '@agentrun/telemetry';
 import type { GatewayConfig } from './config';
 
 /** Why a stream may not open: the org is at its quota (429), or this gateway at its own limit (503). */
@@ -36,6 +37,12 @@ export class LiveEventsHub implements OnModuleInit, OnApplicationShutdown, Readi
     readModel: ReadModel,
   ) {
     this.fanout = new RunEventFanout((org, runId, after, limit) => readModel.eventsAfter(org, runId, after, limit), PAGE);
+    processMetrics().sseStreams(() => this.open);
+  }
+
+  /** Streams open on this gateway now. */
+  get openStreams(): number {
+    return this.open;
   }
 
   /**

@@ -8,6 +8,7 @@ import { GatewayModule } from './gateway.module';
 import { publishOpenApiDocument } from './openapi';
 import { bodyErrorHandler, verifyUtf8Body } from './problem';
 import { allowedHostNames, hostAllowList } from './web-security';
+import { httpMetrics } from './http-metrics';
 
 async function main(): Promise<void> {
   const config = loadGatewayConfig();
@@ -25,6 +26,8 @@ async function main(): Promise<void> {
     shutdownGraceMs: config.SHUTDOWN_GRACE_MS,
     bodyParser: false,
     configure: (app) => {
+      // First, so every answer is counted, the Host check's 421s included (by route template, never the raw path).
+      app.use(httpMetrics());
       // Before anything else, the body included: a request for another host name is not ours to read.
       app.use(hostAllowList(allowedHostNames(config)));
       // Express then reads the scheme (req.protocol, req.secure) from the proxy's X-Forwarded-Proto.

@@ -61,6 +61,16 @@ function describeHealth(document: OpenAPIObject): void {
     const get = document.paths[path]?.get;
     if (get) document.paths[path].get = { ...get, ...health(summary, body), tags: ['health'] };
   }
+  const metrics = document.paths['/metrics']?.get;
+  if (metrics) {
+    document.paths['/metrics'].get = {
+      ...metrics,
+      summary: "This process's Prometheus metrics (text format 0.0.4), for a scraper; no credentials, no run ids or orgs in labels",
+      security: [],
+      tags: ['health'],
+      responses: { 200: { description: 'Prometheus text exposition format, version 0.0.4', content: { 'text/plain': { schema: { type: 'string' } } } } },
+    };
+  }
 }
 
 /**

@@ -11,6 +11,7 @@ import { CurrentOrg, OrgGuard } from './org';
 import { newErrorId, ProblemException } from './problem';
 import { publicEvent } from './public-views';
 import { requireRunId } from './runs.controller';
+import { processMetrics } from '@agentrun/telemetry';
 
 const PAGE = 500;
 
@@ -28,6 +29,12 @@ function parseAfter(header: string | undefined, query: string | undefined): numb
   return fromHeader ?? fromQuery ?? 0;
 }
 
+/** Seconds from the event's `ts` to now (0 when its clock was ahead of ours; undefined when `ts` is not a time). */
+export function secondsSince(ts: string, now = Date.now()): number | undefined {
+  const at = Date.parse(ts);
+  return Number.isFinite(at) ? Math.max(0, (now - at) / 1000) : undefined;
+}
+
 function frame(event: RunEventEnvelope): string {
   return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(publicEvent(event))}\n\n`;
 }
@@ -38,6 +45,7 @@ function frame(event: RunEventEnvelope): string {
 @UseGuards(OrgGuard)
 export class RunEventsController {
   private readonly logger = new Logger('sse');
+  private readonly visible = processMetrics().eventVisible();
 
   constructor(
     private readonly readModel: ReadModel,
@@ -126,6 +134,9 @@ export class RunEventsController {
       for (const event of events) {
         if (event.seq <= last) continue;
         res.write(frame(event));
+        // One observation per frame written: from the event's ts to now.
+        const delay = secondsSince(event.ts);
+        if (delay !== undefined) this.visible.observe(delay);
         last = event.seq;
         if (event.payload?.state && isTerminal(String(event.payload.state.status))) {
           res.write(`event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: last })}\n\n`);

@@ -13,10 +13,11 @@ import { problemOf, sendProblem } from './problem';
 export const LOOPBACK_HOST_NAMES = ['localhost', '127.0.0.1', '[::1]'] as const;
 
 /**
- * Probes reach the health routes by the pod's address (a kubelet sends `Host: <pod IP>:<port>`), which no
- * allow-list names; they answer nothing a page could use, so they are not checked.
+ * Probes and Prometheus reach the health routes by the pod's address (a kubelet or a scraper sends
+ * `Host: <pod IP>:<port>`), which no allow-list names; they answer nothing a page could use (metrics
+ * carry no run ids or orgs), so they are not checked.
  */
-export const HOST_CHECK_EXEMPT_PATHS: ReadonlySet<string> = new Set(['/livez', '/readyz']);
+export const HOST_CHECK_EXEMPT_PATHS: ReadonlySet<string> = new Set(['/livez', '/readyz', '/metrics']);
 
 /** Methods that change state: the ones the origin check holds to the gateway's own pages. */
 export const WRITE_METHODS: ReadonlySet<string> = new Set(['POST', 'PUT', 'PATCH', 'DELETE']);

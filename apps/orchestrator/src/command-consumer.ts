@@ -1,10 +1,19 @@
 import { Controller, Logger, type OnApplicationBootstrap } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
-import { TOPICS } from '@agentrun/contracts';
+import { COMMAND_TYPES, TOPICS, type CommandOutcome } from '@agentrun/contracts';
 import { readCommand } from '@agentrun/contracts/validation';
 import { CommandAuthenticator, CommandService, TransientCommandError } from '@agentrun/commands';
 import { dlqMessage, retryWhileActive, type InboundMessage, type KafkaBusContext } from '@agentrun/kafka';
 import { Kafka } from '@agentrun/runtime';
+import { BoundedLabel, processMetrics } from '@agentrun/telemetry';
+
+/** A command type as a metric label: one of the catalogue's, or `unknown`. */
+const COMMAND_TYPE_LABEL = new BoundedLabel(0, COMMAND_TYPES, 'unknown');
+
+/** Counts one decision as `agentrun_commands_total{type,outcome,reason}` (reason '' when none). */
+export function countDecision(outcome: Pick<CommandOutcome, 'type' | 'outcome' | 'reason'>, metrics = processMetrics()): void {
+  metrics.commands().inc({ type: COMMAND_TYPE_LABEL.of(outcome.type), outcome: outcome.outcome, reason: outcome.reason ?? '' });
+}
 
 /** The consumer group that decides commands; the test prefix is added in front of it. */
 export const COMMAND_GROUP = 'agentrun-orchestrator-commands';
@@ -21,12 +30,17 @@ export const COMMAND_GROUP = 'agentrun-orchestrator-commands';
 @Controller()
 export class CommandConsumer implements OnApplicationBootstrap {
   private readonly logger = new Logger(CommandConsumer.name);
+  private readonly metrics = processMetrics();
 
   constructor(
     private readonly kafka: Kafka,
     private readonly commands: CommandService,
     private readonly auth: CommandAuthenticator,
-  ) {}
+  ) {
+    this.metrics.commands();
+    this.metrics.dlq();
+    kafka.exportConsumerLag(kafka.groupId(COMMAND_GROUP), [TOPICS.commands]);
+  }
 
   onApplicationBootstrap(): void {
     const { level, message } = this.auth.describe();
@@ -44,7 +58,9 @@ export class CommandConsumer implements OnApplicationBootstrap {
     const reading = readCommand(message.value);
     if (reading.kind === 'unreadable') {
       this.logger.warn(`dead-lettering ${message.topic}/${message.partition}@${message.offset}: ${reading.reason} (${reading.detail})`);
-      await this.kafka.bus.send(this.kafka.topic(TOPICS.commandsDlq), [dlqMessage(message, reading.reason, reading.detail)]);
+      const dlq = this.kafka.topic(TOPICS.commandsDlq);
+      await this.kafka.bus.send(dlq, [dlqMessage(message, reading.reason, reading.detail)]);
+      this.metrics.dlq().inc({ topic: dlq, reason: reading.reason });
       return true;
     }
     const source = `${message.topic}/${message.partition}/${message.offset}`;
@@ -67,6 +83,7 @@ export class CommandConsumer implements OnApplicationBootstrap {
         this.logger.warn(`command at ${message.partition}@${message.offset} not decided (attempt ${attempt}), retrying in ${delay} ms: ${what}`);
       },
     );
+    if (result.done) countDecision(result.value);
     return result.done;
   }
 }

@@ -4,8 +4,9 @@ import { runStateKey, TOPICS, type RunEventEnvelope } from '@agentrun/contracts'
 import { readRunEvent } from '@agentrun/contracts/validation';
 import { dlqMessage, retryWhileActive, type EventVerifier, type InboundMessage, type KafkaBusContext, type KafkaBusPatternExtras, type OutboundMessage } from '@agentrun/kafka';
 import { FaultPoints } from '@agentrun/config';
-import { applyRunEvents, readRunStates } from '@agentrun/persistence';
+import { activeRunsByKindAndStatus, applyRunEvents, readRunStates } from '@agentrun/persistence';
 import { Database, Kafka, PLATFORM_CONFIG, runEventVerifier } from '@agentrun/runtime';
+import { processMetrics } from '@agentrun/telemetry';
 import type { ProjectorConfig } from './config';
 
 /** The consumer group that builds the read model; the test prefix is added in front of it. */
@@ -26,6 +27,7 @@ export class RunEventProjector {
   private readonly logger = new Logger(RunEventProjector.name);
   private readonly faults: FaultPoints;
   private readonly verifier: EventVerifier;
+  private readonly metrics = processMetrics();
 
   constructor(
     private readonly db: Database,
@@ -34,10 +36,17 @@ export class RunEventProjector {
   ) {
     this.faults = new FaultPoints(config.AGENTRUN_FAULTS, config.AGENTRUN_PROFILE);
     this.verifier = runEventVerifier(config);
+    this.metrics.projectorEvents();
+    this.metrics.projectorBatchDuration();
+    this.metrics.dlq();
+    kafka.exportConsumerLag(kafka.groupId(PROJECTOR_GROUP), [TOPICS.runEvents]);
+    // The projector is the one process that exports the read model's active runs (one grouped query per scrape).
+    this.metrics.runsActive(() => activeRunsByKindAndStatus(db.dataSource));
   }
 
   @EventPattern(TOPICS.runEvents, WHOLE_BATCH)
   async applyBatch(@Payload() messages: InboundMessage[], @Ctx() ctx: KafkaBusContext): Promise<void> {
+    const endTimer = this.metrics.projectorBatchDuration().startTimer();
     const events: RunEventEnvelope[] = [];
     const sources = new Map<RunEventEnvelope, InboundMessage>();
     const poison: OutboundMessage[] = [];
@@ -60,12 +69,15 @@ export class RunEventProjector {
       const why = [...refused].map(([reason, n]) => `${n} ${reason}`).join(', ');
       this.logger.warn(`dead-lettering ${poison.length} run events${why ? ` (${why}; the rest unreadable)` : ' (unreadable)'}`);
       await this.kafka.bus.send(this.kafka.topic(TOPICS.runEventsDlq), poison);
+      this.countDeadLetters(poison.length, refused);
     }
     // Both steps in one attempt: after a failed publish, applying again is a no-op and the states are read afresh.
+    let stored = 0;
     const applied = await retryWhileActive(
       ctx,
       async () => {
-        await this.apply(events, sources);
+        // Summed over attempts: an attempt after a failed publish stores nothing again.
+        stored += await this.apply(events, sources);
         await this.publishRunStates(events);
       },
       (err, attempt, delay) => this.logger.warn(`apply or run-state publish failed (attempt ${attempt}), retrying in ${delay} ms: ${(err as Error).message}`),
@@ -77,6 +89,19 @@ export class RunEventProjector {
       process.kill(process.pid, 'SIGKILL');
     }
     await ctx.commit();
+    this.metrics.projectorEvents().inc(stored);
+    endTimer();
+  }
+
+  /** `refused` counts the signature refusals by reason; the rest of `total` were unreadable. */
+  private countDeadLetters(total: number, refused: Map<string, number>): void {
+    const topic = this.kafka.topic(TOPICS.runEventsDlq);
+    let rest = total;
+    for (const [reason, n] of refused) {
+      this.metrics.dlq().inc({ topic, reason }, n);
+      rest -= n;
+    }
+    if (rest > 0) this.metrics.dlq().inc({ topic, reason: 'not_an_event' }, rest);
   }
 
   /**
@@ -84,22 +109,25 @@ export class RunEventProjector {
    * store), applies the events one by one and dead-letters only those it refuses, so one bad event
    * cannot stall the partition. Anything else (Postgres down) is thrown and retried.
    */
-  private async apply(events: RunEventEnvelope[], sources: Map<RunEventEnvelope, InboundMessage>): Promise<void> {
+  private async apply(events: RunEventEnvelope[], sources: Map<RunEventEnvelope, InboundMessage>): Promise<number> {
     try {
-      await applyRunEvents(this.db.dataSource, events);
-      return;
+      return (await applyRunEvents(this.db.dataSource, events)).inserted;
     } catch (err) {
       if (!isDataException(err)) throw err;
     }
+    let stored = 0;
     for (const event of events) {
       try {
-        await applyRunEvents(this.db.dataSource, [event]);
+        stored += (await applyRunEvents(this.db.dataSource, [event])).inserted;
       } catch (err) {
         if (!isDataException(err)) throw err;
         this.logger.warn(`dead-lettering run event ${event.org}/${event.run_id}#${event.seq}: ${(err as Error).message}`);
-        await this.kafka.bus.send(this.kafka.topic(TOPICS.runEventsDlq), [dlqMessage(sources.get(event)!, 'not_an_event', (err as Error).message)]);
+        const dlq = this.kafka.topic(TOPICS.runEventsDlq);
+        await this.kafka.bus.send(dlq, [dlqMessage(sources.get(event)!, 'not_an_event', (err as Error).message)]);
+        this.metrics.dlq().inc({ topic: dlq, reason: 'not_an_event' });
       }
     }
+    return stored;
   }
 
   /**

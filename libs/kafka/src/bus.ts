@@ -69,6 +69,15 @@ function decodeHeaders(headers: Record<string, Buffer | string | (Buffer | strin
 /** How many times a startup round trip is tried before it gives up (with the client's backoff, seconds in all). */
 const STARTUP_RETRIES = 3;
 
+/** Where a consumer group stands on one partition: the log's start and end (high watermark), and the group's committed offset (-1: none). */
+export interface PartitionOffsets {
+  topic: string;
+  partition: number;
+  low: string;
+  high: string;
+  committed: string;
+}
+
 export interface ConsumerHandle {
   stop(): Promise<void>;
   /** True while the consumer is in a group and fetching. */
@@ -80,6 +89,8 @@ export class KafkaBus implements TopicAdmin {
   private readonly clientConfig: KafkaConfig;
   private producerReady?: Promise<Producer>;
   private readonly consumers = new Set<Consumer>();
+  /** Kept connected for repeated offset reads (metrics scrapes); dropped on an error, made again on the next read. */
+  private offsetsAdmin?: Promise<Admin>;
 
   constructor(private readonly options: KafkaBusOptions) {
     const log = options.log;
@@ -283,6 +294,36 @@ export class KafkaBus implements TopicAdmin {
     }
   }
 
+  /**
+   * The group's committed offsets against each partition's watermarks, for consumer lag. Two admin
+   * requests over one connection kept for the next call; a failed read drops the connection.
+   */
+  async groupOffsets(groupId: string, topics: string[]): Promise<PartitionOffsets[]> {
+    this.offsetsAdmin ??= (async () => {
+      const admin = this.kafka.admin();
+      await admin.connect();
+      return admin;
+    })();
+    const ready = this.offsetsAdmin;
+    try {
+      const admin = await ready;
+      const committed = await admin.fetchOffsets({ groupId, topics });
+      const out: PartitionOffsets[] = [];
+      for (const topic of topics) {
+        const marks = await admin.fetchTopicOffsets(topic);
+        const group = committed.find((c) => c.topic === topic)?.partitions ?? [];
+        for (const mark of marks) {
+          out.push({ topic, partition: mark.partition, low: mark.low, high: mark.high, committed: group.find((p) => p.partition === mark.partition)?.offset ?? '-1' });
+        }
+      }
+      return out;
+    } catch (err) {
+      if (this.offsetsAdmin === ready) this.offsetsAdmin = undefined;
+      void ready.then((admin) => admin.disconnect()).catch(() => undefined);
+      throw err;
+    }
+  }
+
   /** A cheap round trip to the cluster, for readiness checks. */
   async ping(): Promise<void> {
     const admin = this.kafka.admin();
@@ -297,6 +338,9 @@ export class KafkaBus implements TopicAdmin {
   async close(): Promise<void> {
     await Promise.all([...this.consumers].map((c) => c.disconnect()));
     this.consumers.clear();
+    const offsets = this.offsetsAdmin;
+    this.offsetsAdmin = undefined;
+    if (offsets) await (await offsets.catch(() => undefined))?.disconnect();
     const producer = this.producerReady;
     this.producerReady = undefined;
     if (producer) await (await producer.catch(() => undefined))?.disconnect();

@@ -188,3 +188,22 @@ export class SnapshotManifest {
     return rows[0]?.kind;
   }
 }
+
+/** Statuses a run is not finished in (an eval awaiting review included). */
+const NON_TERMINAL_STATUSES: string[] = RUN_STATUSES.filter((s) => !TERMINAL_STATUSES.includes(s));
+
+/**
+ * Every org's runs that are not terminal, counted by kind and status: one grouped query, for the
+ * `agentrun_runs_active` gauge. Bounded by its own statement timeout, so a slow database does not
+ * hold a metrics scrape or a pool connection for long.
+ */
+export async function activeRunsByKindAndStatus(db: DataSource, timeoutMs = 2_000): Promise<{ kind: string; status: string; count: number }[]> {
+  return db.transaction(async (tx) => {
+    await tx.query(`SELECT set_config('statement_timeout', $1, true)`, [String(Math.max(1, Math.floor(timeoutMs)))]);
+    const rows: { kind: string; status: string; n: string }[] = await tx.query(
+      `SELECT kind, status, count(*) AS n FROM runs WHERE status = ANY($1::text[]) GROUP BY kind, status`,
+      [NON_TERMINAL_STATUSES],
+    );
+    return rows.map((r) => ({ kind: r.kind, status: r.status, count: Number(r.n) }));
+  });
+}

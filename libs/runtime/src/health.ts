@@ -1,4 +1,5 @@
-import { Controller, Get, HttpException, HttpStatus, Inject, Injectable, Logger } from '@nestjs/common';
+import { Controller, Get, Header, HttpException, HttpStatus, Inject, Injectable, Logger } from '@nestjs/common';
+import { PROMETHEUS_CONTENT_TYPE, processMetrics, type AgentRunMetrics } from '@agentrun/telemetry';
 import { fatalFailure } from './fatal';
 
 /** One dependency a service needs before it can do its work. */
@@ -69,7 +70,11 @@ async function withTimeout<T>(promise: Promise<T>, ms: number, message: string):
 
 @Controller()
 export class HealthController {
-  constructor(private readonly readiness: Readiness) {}
+  private readonly metricsOf: AgentRunMetrics;
+
+  constructor(private readonly readiness: Readiness) {
+    this.metricsOf = processMetrics();
+  }
 
   /** The process is up and its event loop turns. A fatal failure's reason was logged by failFast; the answer says only that it failed. */
   @Get('livez')
@@ -84,5 +89,17 @@ export class HealthController {
     const report = await this.readiness.report();
     if (!report.ready) throw new HttpException({ status: 'not_ready', checks: report.checks }, HttpStatus.SERVICE_UNAVAILABLE);
     return { status: 'ready', checks: report.checks };
+  }
+
+  /**
+   * Prometheus' text format: this process's metrics (only those it emits) and, in a process with
+   * Temporal workers, the SDK runtime's own worker metrics after them. No credentials, like the
+   * probes: no label names a run or an org.
+   */
+  @Get('metrics')
+  @Header('Content-Type', PROMETHEUS_CONTENT_TYPE)
+  @Header('Cache-Control', 'no-store')
+  async metrics(): Promise<string> {
+    return this.metricsOf.exposition();
   }
 }

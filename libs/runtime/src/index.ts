@@ -6,3 +6,4 @@ export * from './lane-workers';
 export * from './fatal';
 export * from './temporal-connection';
 export * from './event-keys';
+export * from './temporal-runtime';

@@ -3,6 +3,7 @@ import { Client, type Connection } from '@temporalio/client';
 import { kafkaTimings, type DatabaseConfig, type KafkaConfig, type ProfileConfig, type TemporalConfig } from '@agentrun/config';
 import { checkServiceTopics, KafkaBus, kafkaClientSecurity, platformTopicSpecs, topicsUsedBy } from '@agentrun/kafka';
 import { checkSchema, createDataSource, databaseOptionsFrom, migrate, pingDatabase, type DatabaseOptions } from '@agentrun/persistence';
+import { partitionLag, processMetrics } from '@agentrun/telemetry';
 import type { DataSource } from 'typeorm';
 import type { ReadinessCheck } from './health';
 import { checkNamespaceOnce, connectTemporalClient, temporalConnectionOptions } from './temporal-connection';
@@ -117,6 +118,17 @@ export class Kafka implements OnModuleInit, OnApplicationShutdown, ReadinessChec
   /** The consumer group: KAFKA_GROUP_ID when set, else the service's own; prefixed like the topics. */
   groupId(defaultGroup: string): string {
     return this.topic(this.config.KAFKA_GROUP_ID ?? defaultGroup);
+  }
+
+  /**
+   * Exports the group's lag on these topics (names as declared; prefixed here) as
+   * `agentrun_kafka_consumer_lag`, read from the cluster at scrape time, so a stalled consumer shows it.
+   */
+  exportConsumerLag(groupId: string, topicNames: string[]): void {
+    const topics = topicNames.map((name) => this.topic(name));
+    processMetrics().kafkaConsumerLag(groupId, async () =>
+      (await this.bus.groupOffsets(groupId, topics)).map((o) => ({ topic: o.topic, partition: o.partition, lag: partitionLag(o.high, o.committed, o.low) })),
+    );
   }
 
   async check(): Promise<void> {

@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import type { TemporalConfig } from '@agentrun/config';
 import { checkNamespaceOnce, connectTemporalWorker, temporalConnectionOptions } from './temporal-connection';
+import { installTemporalRuntime } from './temporal-runtime';
 import { failFast } from './fatal';
 import type { ReadinessCheck } from './health';
 
@@ -38,6 +39,8 @@ export class WorkerPool implements ReadinessCheck {
   static async start(config: TemporalConfig, lanes: LaneWorkerOptions[]): Promise<WorkerPool> {
     const options = temporalConnectionOptions(config);
     const namespace = options.namespace;
+    // Before the first native connection: the runtime (with its metrics exporter) is made only once.
+    await installTemporalRuntime();
     const connection = await connectTemporalWorker(options);
     try {
       await checkNamespaceOnce(config, connection, options);

@@ -9,6 +9,7 @@
 import { types } from 'node:util';
 import { APIConnectionError, APIConnectionTimeoutError, APIError, OpenAI } from 'openai';
 import type { ChatCompletionCreateParamsNonStreaming } from 'openai/resources/chat/completions';
+import { processMetrics, type AgentRunMetrics } from '@agentrun/telemetry';
 
 // ---------------------------------------------------------------------------------------------
 // Wire types (OpenAI's function-calling shape)
@@ -104,6 +105,8 @@ export interface ChatClientOptions {
   model: string;
   /** Covers the whole attempt: connecting, waiting for the headers and reading the body. */
   timeoutMs: number;
+  /** Where calls are counted (`agentrun_model_*`); the process's metrics by default. */
+  metrics?: AgentRunMetrics;
 }
 
 export interface ChatClient {
@@ -265,7 +268,28 @@ export function createChatClient(options: ChatClientOptions): ChatClient {
     return readReply(url, body, model);
   }
 
-  return { model, complete };
+  return { model, complete: metered(model, complete, options.metrics ?? processMetrics()) };
+}
+
+/**
+ * Each call as `agentrun_model_call_duration_seconds{model,outcome}` (outcome `ok`, an error kind, or
+ * `cancelled`) and its reported usage as `agentrun_model_tokens_total{model,direction}`. The model
+ * label is the requested model (bounded by the metrics to a few distinct names).
+ */
+function metered(model: string, complete: ChatClient['complete'], metrics: AgentRunMetrics): ChatClient['complete'] {
+  metrics.model();
+  return async (request, signal) => {
+    const started = performance.now();
+    const seconds = () => (performance.now() - started) / 1000;
+    try {
+      const reply = await complete(request, signal);
+      metrics.observeModelCall({ model, seconds: seconds(), outcome: 'ok', inputTokens: reply.usage?.prompt_tokens, outputTokens: reply.usage?.completion_tokens });
+      return reply;
+    } catch (err) {
+      metrics.observeModelCall({ model, seconds: seconds(), outcome: err instanceof ChatError ? err.kind : 'cancelled' });
+      throw err;
+    }
+  };
 }
 
 function paramsFor(model: string, request: ChatRequest): ChatCompletionCreateParamsNonStreaming {
