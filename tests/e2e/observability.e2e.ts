@@ -133,7 +133,7 @@ describe('metrics through a real Prometheus scraping the platform', () => {
       await platform.publishCommand({ command_id: startIds[i], type: 'agent.start', org, run_id: runId, payload: { goal: 'look around', max_steps: 4 } });
     }
     await platform.publishCommand({ command_id: startIds[0], type: 'agent.start', org, run_id: runIds[0], payload: { goal: 'look around', max_steps: 4 } });
-    await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.pause', org, run_id: uniqueId('nosuch') });
+    await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.pause', org, run_id: uniqueId('nosuch'), payload: {} });
     for (const runId of runIds) await platform.waitForStatus(org, runId, 'done');
     await waitFor('an outcome for each of the five commands', () => outcomes.filter((o) => o.value.org === org).length === 5);
 
