@@ -6,7 +6,8 @@
  * outcome equal to the command-results topic, lag back to 0 for the command consumer and the projector,
  * events projected equal to events published, one event-visible observation per SSE frame the test read,
  * route templates (never a run id or an org) in labels, the Temporal SDK's worker metrics in the same
- * scrape under the names the alert rules use, and every alert rule evaluating without error.
+ * scrape under the names the alert rules use, every alert rule evaluating without error (none pending),
+ * and a stopped app raising AgentRunServiceDown with its name.
  */
 import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
@@ -224,7 +225,7 @@ describe('metrics through a real Prometheus scraping the platform', () => {
     expect(queues.some((q) => q.startsWith(platform.prefix))).toBe(true);
   });
 
-  it('evaluates every alert rule of deploy/prometheus/rules.yml without error, none firing on a healthy platform', async () => {
+  it('evaluates every alert rule of deploy/prometheus/rules.yml without error, none firing or pending on a healthy platform', async () => {
     type RuleState = { name: string; health: string; lastError?: string; state: string; lastEvaluation: string };
     const rules = await waitFor('every rule evaluated', async () => {
       const data = await prometheus.get<{ groups: { rules: RuleState[] }[] }>('/api/v1/rules');
@@ -232,7 +233,18 @@ describe('metrics through a real Prometheus scraping the platform', () => {
       return all.length > 0 && all.every((r) => !r.lastEvaluation.startsWith('0001-')) && all;
     }, 30_000, 250);
     expect(rules.filter((r) => r.health !== 'ok').map((r) => `${r.name}: ${r.lastError}`)).toEqual([]);
-    expect(rules.filter((r) => r.state === 'firing').map((r) => r.name)).toEqual([]);
+    // Not even pending: on a platform that just ran three runs cleanly, no alert's condition holds.
+    expect(rules.filter((r) => r.state !== 'inactive').map((r) => `${r.name}: ${r.state}`)).toEqual([]);
+  });
+
+  it('raises AgentRunServiceDown (pending for its 2 minutes) for an app that stops, naming it', async () => {
+    await platform.stopApp('snapshotter');
+    type Alert = { labels: Record<string, string>; state: string };
+    const alert = await waitFor('AgentRunServiceDown for the snapshotter', async () => {
+      const { alerts } = await prometheus.get<{ alerts: Alert[] }>('/api/v1/alerts');
+      return alerts.find((a) => a.labels.alertname === 'AgentRunServiceDown');
+    }, 30_000, 250);
+    expect(alert).toMatchObject({ state: 'pending', labels: { component: 'snapshotter', job: 'agentrun', severity: 'critical' } });
   });
 });
 
