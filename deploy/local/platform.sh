@@ -30,6 +30,11 @@
 # still runs beside it as the named model endpoint `scripted` (AGENTRUN_MODEL_ENDPOINTS) for evals that
 # want it. Unset (or MODEL_PROFILE=scripted), nothing changes. apps-up records the profile in
 # .stack/run/apps/model-profile for status; apps-down and stop stop model-real whatever the profile.
+#
+# Observability: AGENTRUN_STACK_PROFILE=observability (or secure,observability) also runs Debian's
+# Prometheus server (stack.sh) and `start` prints its URL. apps-up writes every app instance's health port
+# (GET /metrics) to .stack/conf/prometheus/targets/apps.json, which it scrapes (file_sd, labels
+# component=<instance> and app=<app>); apps-down removes the file.
 set -euo pipefail
 
 SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -59,6 +64,8 @@ HOST_PORT_BASE="${HOST_PORT_BASE:-8180}"
 HOSTS_DIR="$REPO_ROOT/.stack/data/hosts"
 HOSTS_FILE="$APP_RUN_DIR/hosts"
 MODEL_PROFILE_FILE="$APP_RUN_DIR/model-profile"
+# What the observability profile's Prometheus scrapes (stack.sh reads every *.json file here).
+PROMETHEUS_TARGETS_FILE="$REPO_ROOT/.stack/conf/prometheus/targets/apps.json"
 
 say() { printf '[platform] %s\n' "$*"; }
 # The profile the stack runs in, as stack.sh recorded it (plain, secure; none when it is down).
@@ -227,11 +234,14 @@ instance_env() {
 
 health_path() { case "$1" in model-server | model-real) echo /healthz ;; *) echo /readyz ;; esac; }
 
+# Whether a profile list (AGENTRUN_STACK_PROFILE, e.g. secure,observability) names WORD.
+profile_has() { [[ ",${2// /}," == *",$1,"* ]]; }
+
 # AGENTRUN_HOSTS is valid, and the profile runs it (secure: N = 1 only; PROFILE overrides the running one).
 check_hosts() {
   local n profile="${1:-$(stack_profile)}"
   n="$(host_count)"
-  if [ "$n" != 1 ] && [ "$profile" = secure ]; then
+  if [ "$n" != 1 ] && profile_has secure "$profile"; then
     die "AGENTRUN_HOSTS=$n: the secure profile runs one workspace host only (its per-service settings are not made for host instances); unset AGENTRUN_HOSTS, or use the plain profile"
   fi
 }
@@ -254,6 +264,7 @@ apps_up() {
   if [ "$(model_profile)" = smollm ]; then bash "$SCRIPT_DIR/model-real.sh" install || die "could not install the real model"; fi
   echo "$n" >"$HOSTS_FILE"
   model_profile >"$MODEL_PROFILE_FILE"
+  write_prometheus_targets
   export_app_env
   # The schema is migrated as its own step, as in production; the services then find it current.
   say "migrating the database"
@@ -294,6 +305,25 @@ apps_up() {
   done
 }
 
+# Every app instance's health port (GET /metrics there), labelled with the instance's name, for the
+# observability profile's Prometheus (file_sd; written whether or not it runs, so a later
+# `AGENTRUN_STACK_PROFILE=observability stack.sh up` finds the apps). The model servers serve none.
+write_prometheus_targets() {
+  local app first=1
+  mkdir -p "$(dirname "$PROMETHEUS_TARGETS_FILE")"
+  {
+    echo "["
+    for app in $(services); do
+      case "$app" in model-server | model-real) continue ;; esac
+      [ "$first" = 1 ] || echo ","
+      first=0
+      printf '  {"targets": ["127.0.0.1:%s"], "labels": {"component": "%s", "app": "%s"}}' "$(port_of "$app")" "$app" "$(app_of "$app")"
+    done
+    printf '\n]\n'
+  } >"$PROMETHEUS_TARGETS_FILE.tmp"
+  mv "$PROMETHEUS_TARGETS_FILE.tmp" "$PROMETHEUS_TARGETS_FILE"
+}
+
 apps_down() {
   local app pid waited instances
   declare -A pids=()
@@ -318,7 +348,7 @@ apps_down() {
     rm -f "$APP_RUN_DIR/$app.pid"
     say "$app stopped"
   done
-  if [ -z "$(running_instances)" ]; then rm -f "$HOSTS_FILE" "$MODEL_PROFILE_FILE"; fi
+  if [ -z "$(running_instances)" ]; then rm -f "$HOSTS_FILE" "$MODEL_PROFILE_FILE" "$PROMETHEUS_TARGETS_FILE"; fi
 }
 
 demo_run() {
@@ -365,6 +395,13 @@ MSG
     cat <<MSG
 Model profile smollm: the apps' model is ${MODEL_NAME:-$MODEL_REAL_NAME} at ${MODEL_BASE_URL:-http://127.0.0.1:${MODEL_REAL_PORT}/v1}
   model-real   http://127.0.0.1:${MODEL_REAL_PORT}/v1   (SmolLM2-135M-Instruct on the CPU; log .stack/logs/apps/model-real.log)
+
+MSG
+  fi
+  if profile_has observability "$AGENTRUN_STACK_PROFILE"; then
+    cat <<MSG
+Observability profile: Prometheus scrapes every app's /metrics every ${PROMETHEUS_SCRAPE_INTERVAL}, with deploy/prometheus/rules.yml loaded.
+  Prometheus   http://127.0.0.1:${PROMETHEUS_PORT}   (alerts /alerts, targets /targets; data .stack/data/prometheus)
 
 MSG
   fi

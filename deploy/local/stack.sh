@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Native local infrastructure: Apache Kafka (KRaft), Temporal dev server, PostgreSQL.
 #
-#   bash deploy/local/stack.sh up      [kafka|temporal|postgres]   install what is missing, start, configure
-#   bash deploy/local/stack.sh down    [kafka|temporal|postgres]   stop (SIGTERM/SIGINT, then SIGKILL after a timeout)
-#   bash deploy/local/stack.sh restart [kafka|temporal|postgres]
-#   bash deploy/local/stack.sh status  [kafka|temporal|postgres]   exit 0 only if every named server is up
-#   bash deploy/local/stack.sh install [kafka|temporal|postgres]   install what is missing, start nothing
-#                                      (`install temporal` gives the workflow test tier its CLI)
+#   bash deploy/local/stack.sh up      [kafka|temporal|postgres|prometheus]   install what is missing, start, configure
+#   bash deploy/local/stack.sh down    [kafka|temporal|postgres|prometheus]   stop (SIGTERM/SIGINT, then SIGKILL after a timeout)
+#   bash deploy/local/stack.sh restart [kafka|temporal|postgres|prometheus]
+#   bash deploy/local/stack.sh status  [kafka|temporal|postgres|prometheus]   exit 0 only if every named server is up
+#   bash deploy/local/stack.sh install [kafka|temporal|postgres|prometheus]   install what is missing, start nothing
+#                                      (`install temporal` gives the workflow test tier its CLI,
+#                                      `install prometheus` the rules check its promtool)
 #
 # AGENTRUN_STACK_PROFILE=plain (default) runs the servers open on loopback; =secure runs the same
-# servers with TLS, SASL/SCRAM and ACLs (see secure.sh). Switching profiles needs a `down` first.
+# servers with TLS, SASL/SCRAM and ACLs (see secure.sh). Switching between those two needs a `down`
+# first. `observability` adds Debian's Prometheus server to either (=observability, =secure,observability):
+# it scrapes every app instance platform.sh starts (the targets file it writes) with
+# deploy/prometheus/rules.yml loaded. A plain `down` stops it too.
 #
 # Everything lives in <repo>/.stack/ (git-ignored): opt/ (installed software), data/ (persistent
 # state), logs/ (server logs, pid files, install.log), conf/ (generated config), run/ (sockets).
@@ -58,11 +62,34 @@ PG_OS_USER="postgres"
 
 ALL_SERVICES=(postgres kafka temporal)
 
+# Prometheus (the observability profile): Debian's package unpacked into opt/ (no system service).
+PROMETHEUS_HOME="$OPT_DIR/prometheus"
+PROMETHEUS_BIN="$PROMETHEUS_HOME/usr/bin/prometheus"
+PROMTOOL_BIN="$PROMETHEUS_HOME/usr/bin/promtool"
+PROMETHEUS_DATA="$DATA_DIR/prometheus"
+PROMETHEUS_CONF="$CONF_DIR/prometheus/prometheus.yml"
+# platform.sh writes the apps' targets here (file_sd): Prometheus follows apps-up and apps-down.
+PROMETHEUS_TARGETS_DIR="$CONF_DIR/prometheus/targets"
+PROMETHEUS_RULES="$REPO_ROOT/deploy/prometheus/rules.yml"
+PROMETHEUS_START_TIMEOUT="${PROMETHEUS_START_TIMEOUT:-60}"
+
 PROFILE_FILE="$STACK_DIR/profile"
-case "$AGENTRUN_STACK_PROFILE" in
-  plain | secure) ;;
-  *) printf '[stack] ERROR: AGENTRUN_STACK_PROFILE must be plain or secure, not %s\n' "$AGENTRUN_STACK_PROFILE" >&2; exit 2 ;;
-esac
+# The profile is a comma-separated list: one base (plain or secure) and optionally observability.
+OBSERVABILITY=0
+base_profile=""
+for word in ${AGENTRUN_STACK_PROFILE//,/ }; do
+  case "$word" in
+    plain | secure)
+      [ -z "$base_profile" ] || [ "$base_profile" = "$word" ] ||
+        { printf '[stack] ERROR: AGENTRUN_STACK_PROFILE names both plain and secure: %s\n' "$AGENTRUN_STACK_PROFILE" >&2; exit 2; }
+      base_profile="$word" ;;
+    observability) OBSERVABILITY=1 ;;
+    *) printf '[stack] ERROR: AGENTRUN_STACK_PROFILE must be plain or secure, optionally with observability (e.g. secure,observability), not %s\n' "$AGENTRUN_STACK_PROFILE" >&2; exit 2 ;;
+  esac
+done
+# From here on AGENTRUN_STACK_PROFILE is the base profile (what .stack/profile records).
+AGENTRUN_STACK_PROFILE="${base_profile:-plain}"
+unset base_profile word
 # shellcheck source=secure.sh
 . "$SCRIPT_DIR/secure.sh"
 if [ "$AGENTRUN_STACK_PROFILE" = secure ]; then
@@ -120,6 +147,7 @@ logfile_of() {
     temporal) printf '%s/temporal.log' "$LOG_DIR" ;;
     postgres) printf '%s/postgres.log' "$LOG_DIR" ;;
     nginx) printf '%s/nginx.log' "$LOG_DIR" ;;
+    prometheus) printf '%s/prometheus.log' "$LOG_DIR" ;;
   esac
 }
 ports_of() {
@@ -128,6 +156,7 @@ ports_of() {
     temporal) printf '%s %s' "$TEMPORAL_CLI_PORT" "$TEMPORAL_UI_PORT" ;;
     postgres) printf '%s' "$POSTGRES_PORT" ;;
     nginx) printf '%s' "$TEMPORAL_PORT" ;;
+    prometheus) printf '%s' "$PROMETHEUS_PORT" ;;
   esac
 }
 
@@ -142,6 +171,7 @@ is_our_process() { # SERVICE PID
     temporal) [[ "$cmd" == *start-dev* && "$cmd" == *"$TEMPORAL_DATA/"* ]] ;;
     postgres) [[ "$cmd" == *postgres* && "$cmd" == *"$PG_DATA"* ]] ;;
     nginx) [[ "$cmd" == *nginx* && "$cmd" == *"$NGINX_CONF"* ]] ;;
+    prometheus) [[ "$cmd" == *prometheus* && "$cmd" == *"$PROMETHEUS_CONF"* ]] ;;
     *) return 1 ;;
   esac
 }
@@ -763,6 +793,120 @@ SQL
 }
 
 # ---------------------------------------------------------------------------------------------
+# Prometheus (the observability profile)
+# ---------------------------------------------------------------------------------------------
+prometheus_find_bin() { [ -x "$PROMETHEUS_BIN" ] && [ -x "$PROMTOOL_BIN" ] && [ -s "$PROMETHEUS_HOME/.installed" ]; }
+
+# Debian's `prometheus` package, downloaded and unpacked into opt/: its two binaries are static Go
+# programs, and installing the package would register (and start) a system service on :9090.
+prometheus_install() {
+  prometheus_find_bin && return 0
+  command -v apt-get >/dev/null 2>&1 && command -v dpkg-deb >/dev/null 2>&1 || die "prometheus: apt-get and dpkg-deb are needed to fetch Debian's prometheus package"
+  if [ "$APT_UPDATED" = 0 ]; then
+    say "apt-get update"
+    apt-get update -qq >/dev/null
+    APT_UPDATED=1
+  fi
+  local t0 tmp deb version
+  t0="$(now)"
+  tmp="$OPT_DIR/prometheus.tmp.$$"
+  rm -rf "$tmp"
+  mkdir -p "$tmp/root"
+  say "prometheus: fetching Debian's prometheus package (apt-get download) into $PROMETHEUS_HOME"
+  (cd "$tmp" && apt-get download -qq prometheus >"$tmp/download.log" 2>&1) ||
+    { cat "$tmp/download.log" >&2; rm -rf "$tmp"; die "prometheus: apt-get download prometheus failed"; }
+  deb="$(ls "$tmp"/prometheus_*.deb)"
+  version="$(dpkg-deb -f "$deb" Version)"
+  dpkg-deb -x "$deb" "$tmp/root" || { rm -rf "$tmp"; die "prometheus: could not unpack $deb"; }
+  rm -f "$deb" "$tmp/download.log"
+  printf 'prometheus=%s\n' "$version" >"$tmp/root/.installed"
+  "$tmp/root/usr/bin/promtool" --version >/dev/null 2>&1 || { rm -rf "$tmp"; die "prometheus: the unpacked promtool does not run"; }
+  # Another checkout sharing opt/ may have unpacked it meanwhile: either copy will do.
+  mv -T "$tmp/root" "$PROMETHEUS_HOME" 2>/dev/null || true
+  rm -rf "$tmp"
+  prometheus_find_bin || die "prometheus: not found in $PROMETHEUS_HOME after unpacking"
+  install_log debian "prometheus=$version (apt-get download, unpacked into .stack/opt/prometheus)"
+  say "prometheus: installed $version in $(($(now) - t0))s"
+}
+
+# The web UI's scripts are Debian packages of their own (symlinked from the UI's static files); the
+# API works without them. Best effort: a machine without them still gets a working server.
+prometheus_ui_assets() {
+  local link missing=0
+  # The package's links are relative (static/jquery -> ../../../javascript/jquery): in opt/ they reach
+  # the system's /usr/share/javascript through this one link.
+  [ -e "$PROMETHEUS_HOME/usr/share/javascript" ] || ln -s /usr/share/javascript "$PROMETHEUS_HOME/usr/share/javascript" 2>/dev/null || true
+  for link in "$PROMETHEUS_HOME"/usr/share/prometheus/web/static/*; do
+    if [ -L "$link" ] && [ ! -e "$link" ]; then missing=1; fi
+  done
+  [ "$missing" = 1 ] || return 0
+  (debian_install fonts-glyphicons-halflings libjs-bootstrap4 libjs-eonasdan-bootstrap-datetimepicker libjs-jquery \
+    libjs-jquery-hotkeys libjs-moment libjs-moment-timezone libjs-mustache libjs-popper.js libjs-rickshaw) ||
+    warn "prometheus: the web UI's script packages did not install; the API works, the UI's pages may not"
+}
+
+prometheus_write_config() {
+  mkdir -p "$CONF_DIR/prometheus" "$PROMETHEUS_TARGETS_DIR" "$PROMETHEUS_DATA"
+  cat >"$PROMETHEUS_CONF.tmp" <<EOF
+# Generated by deploy/local/stack.sh (observability profile) -- edits are overwritten.
+global:
+  scrape_interval: ${PROMETHEUS_SCRAPE_INTERVAL}
+  evaluation_interval: ${PROMETHEUS_SCRAPE_INTERVAL}
+rule_files:
+  - ${PROMETHEUS_RULES}
+scrape_configs:
+  # Every app instance's health port (GET /metrics), as platform.sh's apps-up writes them: files of
+  # [{"targets": ["127.0.0.1:PORT"], "labels": {"component": NAME}}], re-read when they change.
+  - job_name: agentrun
+    file_sd_configs:
+      - files: ["${PROMETHEUS_TARGETS_DIR}/*.json"]
+        refresh_interval: 5s
+  - job_name: prometheus
+    static_configs:
+      - targets: ["127.0.0.1:${PROMETHEUS_PORT}"]
+EOF
+  mv "$PROMETHEUS_CONF.tmp" "$PROMETHEUS_CONF"
+  local out
+  out="$("$PROMTOOL_BIN" check config "$PROMETHEUS_CONF" 2>&1)" || { printf '%s\n' "$out" >&2; die "prometheus: promtool refused $PROMETHEUS_CONF"; }
+}
+
+prometheus_start() {
+  local pid
+  prometheus_install
+  prometheus_write_config
+  if pid="$(running_pid prometheus)"; then
+    # The configuration may have changed (rules, interval): SIGHUP reloads it in place.
+    kill -HUP "$pid" 2>/dev/null || true
+    say "prometheus: already running (pid $pid), configuration reloaded"
+    return 0
+  fi
+  prometheus_ui_assets
+  require_free_ports prometheus "$PROMETHEUS_PORT"
+  say "prometheus: starting on 127.0.0.1:$PROMETHEUS_PORT (scrape every $PROMETHEUS_SCRAPE_INTERVAL)"
+  daemon_start prometheus "$(logfile_of prometheus)" "$PROMETHEUS_BIN" \
+    --config.file="$PROMETHEUS_CONF" --storage.tsdb.path="$PROMETHEUS_DATA" \
+    --storage.tsdb.retention.time="$PROMETHEUS_RETENTION" \
+    --web.listen-address="127.0.0.1:$PROMETHEUS_PORT" --web.enable-lifecycle \
+    --web.local-assets="$PROMETHEUS_HOME/usr/share/prometheus/web/" \
+    --web.console.templates="$PROMETHEUS_HOME/etc/prometheus/consoles" \
+    --web.console.libraries="$PROMETHEUS_HOME/etc/prometheus/console_libraries"
+  STARTED+=(prometheus)
+}
+
+prometheus_ready() { curl -fsS --max-time 2 "http://127.0.0.1:$PROMETHEUS_PORT/-/ready" >/dev/null 2>&1; }
+
+prometheus_wait() {
+  local deadline
+  deadline=$(($(now) + PROMETHEUS_START_TIMEOUT))
+  until prometheus_ready; do
+    running_pid prometheus >/dev/null || fail_service prometheus "process exited during startup"
+    [ "$(now)" -lt "$deadline" ] || fail_service prometheus "not ready after ${PROMETHEUS_START_TIMEOUT}s"
+    sleep 0.3
+  done
+  say "prometheus: ready at http://127.0.0.1:$PROMETHEUS_PORT (rules deploy/prometheus/rules.yml, targets $PROMETHEUS_TARGETS_DIR, pid $(running_pid prometheus || echo '?'))"
+}
+
+# ---------------------------------------------------------------------------------------------
 # stop / status
 # ---------------------------------------------------------------------------------------------
 stop_service() { # SERVICE
@@ -772,6 +916,7 @@ stop_service() { # SERVICE
     temporal) sig=TERM timeout="$TEMPORAL_STOP_TIMEOUT" ;;
     postgres) sig=INT timeout="$POSTGRES_STOP_TIMEOUT" ;; # SIGINT = Postgres "fast" shutdown
     nginx) sig=TERM timeout=10 ;; # fast shutdown: long polls would hold a graceful one for a minute
+    prometheus) sig=TERM timeout=30 ;;
   esac
   if ! pid="$(running_pid "$svc")"; then
     say "$svc: not running"
@@ -813,6 +958,9 @@ status_service() { # SERVICE -> prints a line; returns 0 if up
         if temporal_find_bin && [[ "$(tcli_tls operator cluster health 2>/dev/null)" == *SERVING* ]]; then
           state=running
         else state=starting detail=" (no SERVING answer over mTLS)"; fi ;;
+      prometheus)
+        if prometheus_ready; then state=running detail=" http://127.0.0.1:$PROMETHEUS_PORT"
+        else state=starting detail=" (/-/ready failed)"; fi ;;
     esac
     printf '%-9s %-8s pid=%-8s port=%s%s\n' "$svc" "$state" "$pid" "${ports// /,}" "$detail"
   else
@@ -847,21 +995,25 @@ require_profile() {
 # ---------------------------------------------------------------------------------------------
 usage() {
   cat >&2 <<EOF
-usage: bash deploy/local/stack.sh up|down|restart|status|install [kafka|temporal|postgres ...]
+usage: bash deploy/local/stack.sh up|down|restart|status|install [kafka|temporal|postgres|prometheus ...]
 EOF
   exit 2
 }
 
-select_services() { # args -> SERVICES array
+select_services() { # args -> SERVICES array (ALL_NAMED=1 when none was named)
   SERVICES=()
+  ALL_NAMED=0
   if [ "$#" -eq 0 ]; then
+    ALL_NAMED=1
     SERVICES=("${ALL_SERVICES[@]}")
+    # The observability profile's Prometheus comes last (up) and goes first (down).
+    if [ "$OBSERVABILITY" = 1 ]; then SERVICES+=(prometheus); fi
     return
   fi
   local s
   for s in "$@"; do
     case "$s" in
-      kafka | temporal | postgres) SERVICES+=("$s") ;;
+      kafka | temporal | postgres | prometheus) SERVICES+=("$s") ;;
       pg | postgresql) SERVICES+=(postgres) ;;
       *) usage ;;
     esac
@@ -887,6 +1039,7 @@ cmd_up() {
       postgres) pg_start ;;
       kafka) kafka_start ;;
       temporal) temporal_start ;;
+      prometheus) prometheus_start ;;
     esac
   done
   for s in "${SERVICES[@]}"; do
@@ -894,6 +1047,7 @@ cmd_up() {
       postgres) pg_wait_and_configure ;;
       kafka) kafka_wait_and_configure ;;
       temporal) temporal_wait_and_configure ;;
+      prometheus) prometheus_wait ;;
     esac
   done
   if [ "$AGENTRUN_STACK_PROFILE" = secure ]; then
@@ -904,7 +1058,8 @@ cmd_up() {
   local kind=warm
   [ "${#STARTED[@]}" -gt 0 ] || kind="already running"
   [ "$STACK_COLD" = 0 ] || kind=cold
-  say "up ($AGENTRUN_STACK_PROFILE profile, $kind start): ${SERVICES[*]} ready in $(($(now) - t0))s"
+  say "up ($AGENTRUN_STACK_PROFILE profile$([ "$OBSERVABILITY" = 1 ] && echo ' with observability'), $kind start): ${SERVICES[*]} ready in $(($(now) - t0))s"
+  if [[ " ${SERVICES[*]} " == *" prometheus "* ]]; then say "prometheus: http://127.0.0.1:$PROMETHEUS_PORT (alerts /alerts, targets /targets)"; fi
 }
 
 # The software only: nothing is started or configured, and no port is taken.
@@ -917,12 +1072,17 @@ cmd_install() {
       kafka) kafka_install ;;
       temporal) temporal_install && say "temporal: CLI at $TEMPORAL_BIN"
         if [ "$AGENTRUN_STACK_PROFILE" = secure ]; then nginx_install && secure_kcat_install; fi ;;
+      prometheus) prometheus_install && say "prometheus: $("$PROMTOOL_BIN" --version 2>/dev/null | head -n1) at $PROMTOOL_BIN" ;;
     esac
   done
 }
 
 cmd_down() {
   local i
+  # A plain `down` stops a running Prometheus too, whatever profile this shell names.
+  if [ "$ALL_NAMED" = 1 ] && [[ " ${SERVICES[*]} " != *" prometheus "* ]] && running_pid prometheus >/dev/null; then
+    stop_service prometheus
+  fi
   # reverse order
   for ((i = ${#SERVICES[@]} - 1; i >= 0; i--)); do
     # The proxy goes with Temporal, whatever profile this shell names.
@@ -944,6 +1104,10 @@ cmd_status() {
     status_service "$s" || rc=1
     if [ "$s" = temporal ] && [ "$profile" = secure ]; then status_service nginx || rc=1; fi
   done
+  # Prometheus is named when it runs, even if this shell's profile does not ask for it.
+  if [ "$ALL_NAMED" = 1 ] && [[ " ${SERVICES[*]} " != *" prometheus "* ]] && running_pid prometheus >/dev/null; then
+    status_service prometheus || true
+  fi
   return "$rc"
 }
 

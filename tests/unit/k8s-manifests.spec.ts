@@ -7,7 +7,8 @@
  * the workload gives it (ConfigMap, env, secret files, the pod's name). No pod mounts a volume another
  * pod can mount: a host's workspaces are on a claim of its own, objects in S3; the shared gpu-worker pool
  * mounts no claim at all (GPU tools get workspaces staged through S3). The KEDA triggers name the
- * code's topics, groups and shared task queues.
+ * code's topics, groups and shared task queues. A ServiceMonitor scrapes every container's health port
+ * (GET /metrics), and the PrometheusRule is deploy/prometheus/rules.yml.
  *
  * kubectl is required: `bash deploy/k8s/validate.sh` (the manifests tier, which runs first) installs it.
  */
@@ -388,6 +389,46 @@ describe.each(OVERLAYS)('the %s overlay', (overlay) => {
       expect({ name, pdb: objectsOf(overlay).some((o) => o.kind === 'PodDisruptionBudget' && selects(o.spec.selector?.matchLabels)) }).toEqual({ name, pdb: true });
       expect({ name, service: objectsOf(overlay).some((o) => o.kind === 'Service' && selects(o.spec.selector)) }).toEqual({ name, service: true });
     }
+  });
+
+  it("has Prometheus scrape every container's health port: a ServiceMonitor endpoint on /metrics through a Service port, job agentrun, a component label", () => {
+    const objects = objectsOf(overlay);
+    const monitors = objects.filter((o) => o.kind === 'ServiceMonitor');
+    const scraped: string[] = [];
+    for (const workload of workloads()) {
+      const labels = workload.spec.template.metadata.labels;
+      const selects = (selector: Record<string, string> = {}, on: Record<string, string> = labels) =>
+        Object.keys(selector).length > 0 && Object.entries(selector).every(([k, v]) => on[k] === v);
+      for (const container of workload.spec.template.spec.containers as K8sObject[]) {
+        const id = `${workload.metadata.name}/${container.name}`;
+        // The health port is the one its readiness probe asks (where GET /metrics is served too).
+        const probePort = container.readinessProbe.httpGet.port;
+        const portName = (container.ports as K8sObject[]).find((p) => p.name === probePort || p.containerPort === probePort)?.name;
+        const service = objects.find((o) => o.kind === 'Service' && selects(o.spec.selector) && o.spec.ports.some((p: K8sObject) => p.targetPort === portName));
+        expect({ id, service: service?.metadata.name }).toEqual({ id, service: expect.any(String) });
+        const servicePort = service!.spec.ports.find((p: K8sObject) => p.targetPort === portName).name;
+        const found = monitors.flatMap((m) =>
+          selects(m.spec.selector.matchLabels, service!.metadata.labels) ? (m.spec.endpoints as K8sObject[]).filter((e) => e.port === servicePort).map((e) => ({ m, e })) : [],
+        );
+        expect({ id, monitors: found.length }).toEqual({ id, monitors: 1 });
+        const [{ m, e }] = found;
+        expect({ id, path: e.path, job: service!.metadata.labels[m.spec.jobLabel] }).toEqual({ id, path: '/metrics', job: 'agentrun' });
+        expect({ id, component: (e.relabelings ?? []).some((r: K8sObject) => r.targetLabel === 'component' && r.replacement) }).toEqual({ id, component: true });
+        scraped.push(id);
+      }
+    }
+    expect(scraped.length).toBe(CONTAINERS.length);
+    // Every endpoint scrapes something: no ServiceMonitor port that no Service has.
+    for (const m of monitors) {
+      const services = objects.filter((o) => o.kind === 'Service' && Object.entries(m.spec.selector.matchLabels).every(([k, v]) => o.metadata.labels?.[k] === v));
+      for (const e of m.spec.endpoints) expect({ monitor: m.metadata.name, port: e.port, served: services.some((s) => s.spec.ports.some((p: K8sObject) => p.name === e.port)) }).toEqual({ monitor: m.metadata.name, port: e.port, served: true });
+    }
+  });
+
+  it('carries the alerts of deploy/prometheus/rules.yml as a PrometheusRule', () => {
+    const rule = find(objectsOf(overlay), 'PrometheusRule', 'agentrun');
+    const local = parseAllDocuments(readFileSync(join(REPO_ROOT, 'deploy/prometheus/rules.yml'), 'utf8'))[0].toJS() as K8sObject;
+    expect(rule?.spec.groups).toEqual(local.groups);
   });
 
   it("points the workflow workers at the bundle the image's build writes", () => {
