@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import type { TemporalConfig } from '@agentrun/config';
 import { checkNamespaceOnce, connectTemporalWorker, temporalConnectionOptions } from './temporal-connection';
+import { temporalLogger } from '@agentrun/telemetry';
 import { installTemporalRuntime } from './temporal-runtime';
 import { logContextInterceptor } from './activity-log-context';
 import { failFast } from './fatal';
@@ -47,7 +48,8 @@ export class WorkerPool implements ReadinessCheck {
     const options = temporalConnectionOptions(config);
     const namespace = options.namespace;
     // Before the first native connection: the runtime (with its metrics exporter) is made only once.
-    await installTemporalRuntime();
+    // The SDK's own log lines go through the service's logger (JSON with the run, like every other line).
+    await installTemporalRuntime({ logger: temporalLogger() });
     const connection = await connectTemporalWorker(options);
     try {
       await checkNamespaceOnce(config, connection, options);
