@@ -60,7 +60,9 @@ describe('GET /metrics on every app', () => {
     const families: Record<string, string[]> = {};
     for (const app of APPS) {
       const answer = await scrapeText(app);
-      expect({ app, status: answer.status, contentType: answer.contentType }).toEqual({ app, status: 200, contentType: 'text/plain; version=0.0.4; charset=utf-8' });
+      // Prometheus' text format 0.0.4 (Express orders the parameters its own way).
+      const [type, ...params] = answer.contentType.split(';').map((p) => p.trim());
+      expect({ app, status: answer.status, type, params: params.sort() }).toEqual({ app, status: 200, type: 'text/plain', params: ['charset=utf-8', 'version=0.0.4'] });
       const declared = declaredFamilies(answer.text);
       expect({ app, twice: declared.filter((name, i) => declared.indexOf(name) !== i) }).toEqual({ app, twice: [] });
       expect(declared).toEqual(expect.arrayContaining(['process_cpu_user_seconds_total', 'nodejs_eventloop_lag_seconds']));
@@ -84,6 +86,7 @@ describe('GET /metrics on every app', () => {
         return temporal.has('temporal_worker_task_slots_available') && temporal;
       }, 30_000, 250);
       expect(names.size).toBeGreaterThan(3);
+      if (app === 'orchestrator') console.log(`Temporal SDK metrics on the orchestrator: ${[...names].sort().join(' ')}`);
     }
     for (const app of ['gateway', 'projector'] as const) expect((await scrape(app)).some((s) => s.name.startsWith('temporal_'))).toBe(false);
   });
@@ -152,6 +155,12 @@ describe('GET /metrics on every app', () => {
     expect(total(models, 'agentrun_model_tokens_total', { direction: 'input' })).toBeGreaterThan(0);
     expect(total(models, 'agentrun_model_tokens_total', { direction: 'output' })).toBeGreaterThan(0);
     expect(total(models, 'agentrun_model_call_duration_seconds_count', { outcome: 'ok' })).toBeGreaterThanOrEqual(2);
+
+    // The SDK's own worker metrics moved with the run: its activities (model calls, CPU tools) and workflow tasks waited in their queues.
+    await waitFor('the SDK schedule-to-start latencies on the orchestrator', async () => {
+      const s = await scrape('orchestrator');
+      return total(s, 'temporal_activity_schedule_to_start_latency_count') > 0 && total(s, 'temporal_workflow_task_schedule_to_start_latency_count') > 0;
+    }, 30_000, 250);
 
     // Both consumer groups catch up: every partition's lag reported, all 0.
     for (const [app, group] of [
