@@ -72,12 +72,13 @@ describe('the Host allow-list', () => {
       }
     });
 
-    it('passes the loopback names under any port, and leaves the health routes to probes that name the pod', async () => {
+    it('passes the loopback names under any port, and leaves the health routes and /metrics to probes and scrapers that name the pod', async () => {
       for (const host of ['127.0.0.1:8080', 'localhost:1', '[::1]:8080', 'LOCALHOST', '127.0.0.1']) {
         expect({ host, status: (await send(port, 'GET', '/runs', { Host: host })).status }).toEqual({ host, status: 200 });
       }
-      for (const path of ['/livez', '/readyz']) expect((await send(port, 'GET', path, { Host: '10.1.2.3:8080' })).status).toBe(200);
+      for (const path of ['/livez', '/readyz', '/metrics']) expect((await send(port, 'GET', path, { Host: '10.1.2.3:8080' })).status).toBe(200);
       expect((await send(port, 'GET', '/readyz/x', { Host: '10.1.2.3:8080' })).status).toBe(421);
+      expect((await send(port, 'GET', '/metrics/x', { Host: '10.1.2.3:8080' })).status).toBe(421);
     });
   });
 });
