@@ -66,8 +66,12 @@ describe('GET /metrics on every app', () => {
       const declared = declaredFamilies(answer.text);
       expect({ app, twice: declared.filter((name, i) => declared.indexOf(name) !== i) }).toEqual({ app, twice: [] });
       expect(declared).toEqual(expect.arrayContaining(['process_cpu_user_seconds_total', 'nodejs_eventloop_lag_seconds']));
-      families[app] = declared.filter((n) => n.startsWith('agentrun_')).sort();
-      expect(() => parse(answer.text)).not.toThrow();
+      // Every app reports its readiness (the not-ready alert reads it): ready, every check ok.
+      const readiness = ['agentrun_readiness_check', 'agentrun_ready'];
+      families[app] = declared.filter((n) => n.startsWith('agentrun_') && !readiness.includes(n)).sort();
+      const samples = parse(answer.text);
+      const checks = samples.filter((s) => s.name === 'agentrun_readiness_check');
+      expect({ app, ready: total(samples, 'agentrun_ready'), checks: checks.length > 0, failing: checks.filter((s) => s.value !== 1).map((s) => s.labels.check) }).toEqual({ app, ready: 1, checks: true, failing: [] });
     }
     const model = ['agentrun_model_call_duration_seconds', 'agentrun_model_tokens_total'];
     expect(families.gateway).toEqual(['agentrun_event_visible_seconds', 'agentrun_http_request_duration_seconds', 'agentrun_http_requests_total', 'agentrun_sse_streams']);

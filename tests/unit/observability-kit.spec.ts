@@ -48,7 +48,9 @@ function seriesNames(families: Record<string, string>): Map<string, string> {
   }
   return names;
 }
-const ALLOWED = new Map([...seriesNames(AGENTRUN_METRICS), ...seriesNames(TEMPORAL_METRICS), ['up', 'up']]);
+/** Ours beyond the list: a service's readiness, for the not-ready alert. */
+const READINESS_METRICS: Record<string, 'gauge'> = { agentrun_ready: 'gauge', agentrun_readiness_check: 'gauge' };
+const ALLOWED = new Map([...seriesNames(AGENTRUN_METRICS), ...seriesNames(READINESS_METRICS), ...seriesNames(TEMPORAL_METRICS), ['up', 'up']]);
 
 const KEYWORDS = new Set(['and', 'or', 'unless', 'bool', 'offset', 'by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'inf', 'nan']);
 
@@ -151,6 +153,7 @@ describe('the alert rules (deploy/prometheus/rules.yml)', () => {
         'AgentRunWorkflowTaskScheduleToStartHigh',
         'AgentRunSSEErrors',
         'AgentRunServiceDown',
+        'AgentRunServiceNotReady',
       ]),
     );
     expect(new Set(alerts.map((r) => r.alert)).size).toBe(alerts.length);

@@ -74,6 +74,7 @@ export class HealthController {
 
   constructor(private readonly readiness: Readiness) {
     this.metricsOf = processMetrics();
+    this.metricsOf.readiness(() => this.readiness.report());
   }
 
   /** The process is up and its event loop turns. A fatal failure's reason was logged by failFast; the answer says only that it failed. */

@@ -82,6 +82,28 @@ describe('AgentRunMetrics', () => {
     expect(sample(text, 'agentrun_sse_streams')).toBe(0);
   });
 
+  it('reports readiness as a whole and per check at scrape time, and not ready before a first report', async () => {
+    const m = new AgentRunMetrics();
+    let report: { ready: boolean; checks: Record<string, string> } | Error = new Error('not started');
+    m.readiness(async () => {
+      if (report instanceof Error) throw report;
+      return report;
+    });
+    let text = await m.registry.metrics();
+    expect(sample(text, 'agentrun_ready')).toBe(0);
+
+    report = { ready: true, checks: { postgres: 'ok', kafka: 'ok' } };
+    text = await m.registry.metrics();
+    expect(sample(text, 'agentrun_ready')).toBe(1);
+    expect(sample(text, 'agentrun_readiness_check{check="kafka"}')).toBe(1);
+
+    report = { ready: false, checks: { postgres: 'ok', kafka: 'failed' } };
+    text = await m.registry.metrics();
+    expect(sample(text, 'agentrun_ready')).toBe(0);
+    expect(sample(text, 'agentrun_readiness_check{check="kafka"}')).toBe(0);
+    expect(sample(text, 'agentrun_readiness_check{check="postgres"}')).toBe(1);
+  });
+
   it('labels model calls by a bounded model name and counts input and output tokens', async () => {
     const m = new AgentRunMetrics();
     m.observeModelCall({ model: 'gpt-x', seconds: 0.4, outcome: 'ok', inputTokens: 10, outputTokens: 3 });

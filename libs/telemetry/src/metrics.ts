@@ -197,6 +197,38 @@ export class AgentRunMetrics {
     }));
   }
 
+  /**
+   * `agentrun_ready` (1 when `/readyz` would answer 200, else 0) and `agentrun_readiness_check{check}`
+   * (1 ok, 0 failed, per check), read at scrape time: a process that is up but cannot reach Kafka,
+   * Temporal or Postgres is visible to alerts, which `up` alone does not show.
+   */
+  readiness(read: () => Promise<{ ready: boolean; checks: Record<string, string> }>): void {
+    // Each check is bounded at 2 s and they run at once, so a report later than 3 s means not ready.
+    const reading = new CachedReading(read, 3_000);
+    // A registry collects its metrics concurrently: both gauges share the one report of a scrape.
+    let inScrape: Promise<{ ready: boolean; checks: Record<string, string> } | undefined> | undefined;
+    const report = () => (inScrape ??= reading.get().finally(() => (inScrape = undefined)));
+    this.once('ready', () => new Gauge({
+      name: 'agentrun_ready',
+      help: 'Whether this service is ready (its /readyz answers 200): 1 or 0',
+      registers: [this.registry],
+      async collect() {
+        this.set((await report())?.ready ? 1 : 0);
+      },
+    }));
+    this.once('readiness-checks', () => new Gauge({
+      name: 'agentrun_readiness_check',
+      help: 'One readiness check of this service: 1 ok, 0 failed (why is in the log)',
+      labelNames: ['check'],
+      registers: [this.registry],
+      async collect() {
+        const checks = (await report())?.checks ?? {};
+        this.reset();
+        for (const [check, result] of Object.entries(checks)) this.set({ check }, result === 'ok' ? 1 : 0);
+      },
+    }));
+  }
+
   /** `agentrun_model_tokens_total{model,direction}` and `agentrun_model_call_duration_seconds{model,outcome}`. */
   model(): { tokens: Counter<'model' | 'direction'>; duration: Histogram<'model' | 'outcome'> } {
     return this.once('model', () => ({
