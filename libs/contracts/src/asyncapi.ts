@@ -130,10 +130,12 @@ export function asyncApiDocument(): Record<string, unknown> {
       schemas: {
         CommandHeaders: {
           type: 'object',
-          description: 'The org credential (production mode; ignored in local mode). A command without a valid pair is answered `rejected` / `unauthorized`.',
+          description: 'The org credential (production mode; ignored in local mode). A command without a valid pair is answered `rejected` / `unauthorized`. Optionally, W3C trace context.',
           properties: {
             [COMMAND_KEY_ID_HEADER]: { type: 'string', pattern: '^ck_[0-9a-f]{16}$', description: 'the id of a command key issued to the org the command names' },
             [COMMAND_SIGNATURE_HEADER]: { type: 'string', pattern: '^[0-9a-f]{64}$', description: "HMAC-SHA256 of the record's exact value bytes, keyed by the command key's text, in lowercase hex" },
+            traceparent: { type: 'string', pattern: '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$', description: 'optional W3C trace context (OpenTelemetry): the run started or steered by this command continues this trace' },
+            tracestate: { type: 'string', description: 'optional W3C trace state, with traceparent' },
           },
         },
         RunEventHeaders: {
@@ -144,6 +146,7 @@ export function asyncApiDocument(): Record<string, unknown> {
             type: { type: 'string', description: 'the event\'s type' },
             [RUN_EVENT_SIGNATURE_HEADERS.keyId]: { type: 'string', pattern: '^[A-Za-z0-9._-]{1,64}$', description: 'the id of the key the event was signed with (keys rotate by id)' },
             [RUN_EVENT_SIGNATURE_HEADERS.signature]: { type: 'string', pattern: '^[0-9a-f]{64}$', description: 'hex HMAC-SHA256 of the record\'s value bytes under that key; the projector dead-letters an event without a valid one' },
+            traceparent: { type: 'string', pattern: '^[0-9a-f]{2}-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$', description: 'the W3C trace context of the span that published the event, when its run is in a trace; not covered by the signature' },
           },
           required: [RUN_EVENT_SIGNATURE_HEADERS.keyId, RUN_EVENT_SIGNATURE_HEADERS.signature],
         },
