@@ -74,7 +74,7 @@ describe('GET /metrics on every app', () => {
       expect({ app, ready: total(samples, 'agentrun_ready'), checks: checks.length > 0, failing: checks.filter((s) => s.value !== 1).map((s) => s.labels.check) }).toEqual({ app, ready: 1, checks: true, failing: [] });
     }
     const model = ['agentrun_model_call_duration_seconds', 'agentrun_model_tokens_total'];
-    expect(families.gateway).toEqual(['agentrun_event_visible_seconds', 'agentrun_http_request_duration_seconds', 'agentrun_http_requests_total', 'agentrun_sse_streams']);
+    expect(families.gateway).toEqual(['agentrun_event_visible_seconds', 'agentrun_http_request_duration_seconds', 'agentrun_http_requests_total', 'agentrun_sse_errors_total', 'agentrun_sse_streams']);
     expect(families.orchestrator).toEqual(['agentrun_commands_total', 'agentrun_dlq_total', 'agentrun_kafka_consumer_lag', ...model]);
     expect(families.projector).toEqual(['agentrun_dlq_total', 'agentrun_kafka_consumer_lag', 'agentrun_projector_batch_duration_seconds', 'agentrun_projector_events_total', 'agentrun_runs_active']);
     // The GPU worker's model clients are made for the first eval that needs one; the snapshotter calls no model.

@@ -48,9 +48,9 @@ function seriesNames(families: Record<string, string>): Map<string, string> {
   }
   return names;
 }
-/** Ours beyond the list: a service's readiness, for the not-ready alert. */
-const READINESS_METRICS: Record<string, 'gauge'> = { agentrun_ready: 'gauge', agentrun_readiness_check: 'gauge' };
-const ALLOWED = new Map([...seriesNames(AGENTRUN_METRICS), ...seriesNames(READINESS_METRICS), ...seriesNames(TEMPORAL_METRICS), ['up', 'up']]);
+/** Ours beyond the list: a service's readiness (the not-ready alert) and streams failing after they opened. */
+const EXTRA_METRICS: Record<string, 'gauge' | 'counter'> = { agentrun_ready: 'gauge', agentrun_readiness_check: 'gauge', agentrun_sse_errors_total: 'counter' };
+const ALLOWED = new Map([...seriesNames(AGENTRUN_METRICS), ...seriesNames(EXTRA_METRICS), ...seriesNames(TEMPORAL_METRICS), ['up', 'up']]);
 
 const KEYWORDS = new Set(['and', 'or', 'unless', 'bool', 'offset', 'by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'inf', 'nan']);
 

@@ -48,6 +48,7 @@ function frame(event: RunEventEnvelope): string {
 export class RunEventsController {
   private readonly logger = new Logger('sse');
   private readonly visible = processMetrics().eventVisible();
+  private readonly streamErrors = processMetrics().sseErrors();
 
   constructor(
     private readonly readModel: ReadModel,
@@ -129,6 +130,7 @@ export class RunEventsController {
       const errorId = newErrorId();
       this.logger.error(`stream of ${org}/${runId} failed after seq ${last}, error id ${errorId}: ${(err as Error)?.stack ?? String(err)}`);
       res.write(`event: error\ndata: ${JSON.stringify({ error_id: errorId })}\n\n`);
+      this.streamErrors.inc();
       finish();
     };
     /** Sends the events past `last` (contiguous from it); true when the run ended and the stream with it. */

@@ -67,6 +67,7 @@ describe('AgentRunMetrics', () => {
     m.runsActive(async () => [{ kind: 'agent', status: 'running', count: 4 }]);
     m.eventVisible().observe(0.02);
     m.eventVisible().observe(0.3);
+    m.sseErrors().inc();
 
     let text = await m.registry.metrics();
     expect(sample(text, 'agentrun_commands_total{type="agent.start",outcome="accepted",reason=""}')).toBe(2);
@@ -75,6 +76,7 @@ describe('AgentRunMetrics', () => {
     expect(sample(text, 'agentrun_sse_streams')).toBe(2);
     expect(sample(text, 'agentrun_runs_active{kind="agent",status="running"}')).toBe(4);
     expect(sample(text, 'agentrun_event_visible_seconds_count')).toBe(2);
+    expect(sample(text, 'agentrun_sse_errors_total')).toBe(1);
     expect(sample(text, 'agentrun_event_visible_seconds_bucket{le="0.025"}')).toBe(1);
 
     open = 0;

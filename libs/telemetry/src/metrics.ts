@@ -167,6 +167,11 @@ export class AgentRunMetrics {
     return this.once('event-visible', () => new Histogram({ name: 'agentrun_event_visible_seconds', help: "Delay from a run event's ts to its SSE frame being written", buckets: LATENCY_BUCKETS, registers: [this.registry] }));
   }
 
+  /** `agentrun_sse_errors_total`: SSE streams that failed after they opened (an `error` frame written; the cause is logged). */
+  sseErrors(): Counter {
+    return this.once('sse-errors', () => new Counter({ name: 'agentrun_sse_errors_total', help: 'SSE streams that failed after they opened (an error frame written, the cause logged under its error id)', registers: [this.registry] }));
+  }
+
   /** `agentrun_sse_streams`: open SSE streams, read at scrape time. */
   sseStreams(read: () => number): void {
     this.once('sse-streams', () => new Gauge({ name: 'agentrun_sse_streams', help: 'Open SSE streams of this gateway', registers: [this.registry], collect() { this.set(read()); } }));
