@@ -96,7 +96,9 @@ export async function runService(module: Type<unknown> | DynamicModule, options:
 export function exitOnStartFailure(name: string): (err: unknown) => never {
   return (err) => {
     if (!loggingInstalled()) useServiceLogging(name, loggingFromEnv());
-    new Logger(name).error(`failed to start: ${err instanceof Error ? err.message : String(err)}`, err instanceof Error ? err : undefined);
+    // An error's message is the first line of its stack, which the logger writes with it: once, not twice.
+    if (err instanceof Error) new Logger(name).error('failed to start', err);
+    else new Logger(name).error(`failed to start: ${String(err)}`);
     process.exit(1);
   };
 }
