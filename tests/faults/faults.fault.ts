@@ -149,9 +149,12 @@ describe('faults: nothing is lost, nothing happens twice', () => {
     }
     await send('eval.start', evalRun, { model: 'm-1', suite: 'faults', cases: EVAL_CASES, fail_fraction: 0, reviewers: ['rita'] });
 
-    const step = async (runId: string) =>
-      (await platform.query<{ step: number }>(`SELECT (state->>'step')::int AS step FROM runs WHERE org = $1 AND run_id = $2`, [ORG, runId]))[0]?.step ?? -1;
-    await waitFor('the agents to be a few steps in', async () => (await Promise.all(agents.map(step))).every((s) => s >= 2), 120_000, 100);
+    // How far a run really is: its effects are recorded by the activities themselves, as they run. The read
+    // model can lag far behind while publishes are the fault (lost acks retried with backoff), long enough
+    // for a run to finish before a command "a few steps in" by the read model arrives.
+    const effectsSoFar = async (runId: string) =>
+      Number((await platform.query<{ n: string }>('SELECT count(*) AS n FROM effect_ledger WHERE starts_with(idempotency_key, $1)', [`${ORG}/${runId}:`]))[0].n);
+    await waitFor('the agents to be a few steps in', async () => (await Promise.all(agents.map(effectsSoFar))).every((n) => n >= 3), 120_000, 100);
     for (const runId of agents) await send('agent.inject_context', runId, { text: `note before the fault (${scenario.kind})` });
     // Decided before the fault, so the fault cannot make them late; whether they are applied once is checked after it.
     for (const command of commands) await waitFor(`the outcome of ${command.type}`, () => outcomes.some((o) => o.value.command_id === command.id), 60_000);
