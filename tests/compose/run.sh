@@ -55,6 +55,10 @@ ensure_podman() {
   command -v podman >/dev/null 2>&1 || missing+=(podman)
   command -v runc >/dev/null 2>&1 || missing+=(runc)
   command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
+  # Container names as host names (kafka:19092, postgres:5432): with Debian's CNI backend that takes the
+  # dnsname plugin, which --no-install-recommends leaves out; without it every name lookup fails.
+  [ -x /usr/lib/cni/dnsname ] || [ "$(podman info --format '{{.Host.NetworkBackend}}' 2>/dev/null)" = netavark ] ||
+    missing+=(golang-github-containernetworking-plugin-dnsname)
   [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
   if [ ! -x "$PODMAN_COMPOSE_VENV/bin/podman-compose" ] ||
     [ "$(cat "$PODMAN_COMPOSE_VENV/.installed" 2>/dev/null)" != "podman-compose==$PODMAN_COMPOSE_VERSION" ]; then
