@@ -59,6 +59,9 @@ ensure_podman() {
   # dnsname plugin, which --no-install-recommends leaves out; without it every name lookup fails.
   [ -x /usr/lib/cni/dnsname ] || [ "$(podman info --format '{{.Host.NetworkBackend}}' 2>/dev/null)" = netavark ] ||
     missing+=(golang-github-containernetworking-plugin-dnsname)
+  # The app services run with `init: true`; Podman starts catatonit as their PID 1 and finds it at
+  # /usr/libexec/podman/catatonit. It is a Recommends of podman, so --no-install-recommends leaves it out too.
+  [ -x /usr/libexec/podman/catatonit ] || missing+=(catatonit)
   [ ${#missing[@]} -eq 0 ] || apt_install "${missing[@]}"
   if [ ! -x "$PODMAN_COMPOSE_VENV/bin/podman-compose" ] ||
     [ "$(cat "$PODMAN_COMPOSE_VENV/.installed" 2>/dev/null)" != "podman-compose==$PODMAN_COMPOSE_VERSION" ]; then
