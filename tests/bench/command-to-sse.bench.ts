@@ -80,18 +80,40 @@ export async function measureSpine(
 export const row = (name: string, v: number[]) =>
   `${name.padEnd(40)} p50 ${percentile(v, 50).toFixed(1).padStart(7)} ms   p95 ${percentile(v, 95).toFixed(1).padStart(7)} ms   max ${Math.max(...v).toFixed(1).padStart(7)} ms`;
 
+/** The orchestrator restarted with `env` (the way new runs publish their events is read at each start). */
+async function restartOrchestrator(platform: Platform, env: Record<string, string>): Promise<void> {
+  platform.appEnv.orchestrator = env;
+  await platform.stopApp('orchestrator');
+  await platform.startApp('orchestrator');
+}
+
 async function main(): Promise<void> {
   const runs = Number(process.argv[2] ?? 20);
   const platform = new Platform();
   await platform.start();
   try {
-    const { toFirst, toDone } = await measureSpine(platform, runs);
+    // Two rounds each of the two ways a run's events leave, alternated, pooled: the workflow task
+    // (now) and the publishing activity (before; AGENTRUN_RUN_EVENTS_VIA=activity).
+    const bySink = { toFirst: [] as number[], toDone: [] as number[] };
+    const byActivity = { toFirst: [] as number[], toDone: [] as number[] };
+    const half = Math.max(1, Math.round(runs / 2));
+    for (let round = 0; round < 2; round++) {
+      for (const [via, into] of [['workflow-task', bySink], ['activity', byActivity]] as const) {
+        await restartOrchestrator(platform, { AGENTRUN_RUN_EVENTS_VIA: via });
+        const measured = await measureSpine(platform, half);
+        into.toFirst.push(...measured.toFirst);
+        into.toDone.push(...measured.toDone);
+      }
+    }
     const baseline = await kafkaRoundTrip(platform.kafka, platform.topic('agentrun.run-events.v1'), `${platform.id}-baseline`, runs);
-    console.log(`\n${runs} runs, one at a time (agent.start with max_steps=2: 4 events)`);
-    console.log(row('publish -> first SSE event', toFirst));
-    console.log(row('publish -> SSE end (terminal done)', toDone));
+    console.log(`\n${2 * half} runs each way, one at a time, in alternating rounds (agent.start with max_steps=2: 4 events)`);
+    console.log(row('publish -> first SSE event', bySink.toFirst));
+    console.log(row('  (events by activity, before)', byActivity.toFirst));
+    console.log(row('publish -> SSE end (terminal done)', bySink.toDone));
+    console.log(row('  (events by activity, before)', byActivity.toDone));
     console.log(row('baseline: bare Kafka produce -> consume', baseline));
-    console.log(`ratio p50 first-event / Kafka round trip: ${(percentile(toFirst, 50) / percentile(baseline, 50)).toFixed(1)}x`);
+    console.log(`ratio p50 first-event / Kafka round trip: ${(percentile(bySink.toFirst, 50) / percentile(baseline, 50)).toFixed(1)}x`);
+    console.log(`ratio p50 first-event, workflow task / activity: ${(percentile(bySink.toFirst, 50) / percentile(byActivity.toFirst, 50)).toFixed(2)}x`);
   } finally {
     await platform.stop();
   }

@@ -215,9 +215,13 @@ async function breakdown(client: Client, platform: Platform, round: PlatformRoun
     `    completed -> the slot's next case scheduled ${p50(turnaround)}; a slot's cycle ~${cycle.toFixed(0)} ms -> ${PARALLELISM} slots ~${((PARALLELISM * 1000) / cycle).toFixed(1)} cases/s`,
     // Not their schedule-to-start: a task scheduled while another is running is written with its start, so the history shows 0.
     `  workflow tasks: ${taskTurns.length}, p50 start-to-complete ${p50(taskTurns)} (the workflow's turn after a batch of completions)`,
-    `  publishRunEvents activities: ${publishes.length}, p50 scheduled -> completed ${p50(publishes.filter((a) => a.completed).map((a) => a.completed! - a.scheduled))}, ` +
-      `inputs ${(sum(publishes.map((a) => a.inputBytes)) / 1024 / 1024).toFixed(1)} MiB in all, the largest ${(Math.max(...publishes.map((a) => a.inputBytes)) / 1024).toFixed(0)} KiB`,
-    `    (every event carries the run's state, with every case's view in it)`,
+    ...(publishes.length === 0
+      ? [`  run events: sent by the workflow tasks themselves (no publishing activity in the history)`]
+      : [
+          `  publishRunEvents activities: ${publishes.length}, p50 scheduled -> completed ${p50(publishes.filter((a) => a.completed).map((a) => a.completed! - a.scheduled))}, ` +
+            `inputs ${(sum(publishes.map((a) => a.inputBytes)) / 1024 / 1024).toFixed(1)} MiB in all, the largest ${(Math.max(...publishes.map((a) => a.inputBytes)) / 1024).toFixed(0)} KiB`,
+          `    (every event carries the run's state, with every case's view in it)`,
+        ]),
   ];
 }
 

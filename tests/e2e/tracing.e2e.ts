@@ -84,8 +84,8 @@ describe('OpenTelemetry traces from a Kafka command to the SSE frame', () => {
     const [start] = named(spans, 'orchestrator', 'StartWorkflow:AgentRun');
     expect(start.parentSpanId).toBe(consumer.spanId);
     expect(named(spans, 'orchestrator', 'RunWorkflow:AgentRun')[0].parentSpanId).toBe(start.spanId);
-    // Activities on both lanes, the publishing one among them, in the trace.
-    expect(named(spans, 'orchestrator', 'RunActivity:publishRunEvents').length).toBeGreaterThanOrEqual(1);
+    // Activities on both lanes in the trace; no publishing activity (the events leave with the workflow tasks).
+    expect(named(spans, 'orchestrator', 'RunActivity:publishRunEvents')).toHaveLength(0);
     expect(named(spans, 'orchestrator', /^RunActivity:(runTool|callModel|prepareWorkspace)/).length).toBeGreaterThanOrEqual(1);
     // The model calls, by the GenAI conventions.
     const chats = named(spans, 'orchestrator', /^chat /);
@@ -99,6 +99,8 @@ describe('OpenTelemetry traces from a Kafka command to the SSE frame', () => {
     // The events' traceparent names a publish span of the trace.
     const sends = named(spans, 'orchestrator', `send ${runEventsTopic}`);
     expect(sends.every((s) => s.kind === PRODUCER)).toBe(true);
+    // Each under the span the run was started in (the command's consumer span, kept in the run's memo).
+    expect(sends.every((s) => s.parentSpanId === consumer.spanId)).toBe(true);
     const sendIds = new Set(sends.map((s) => s.spanId));
     for (const record of published) expect(sendIds.has(record.headers.traceparent.split('-')[2])).toBe(true);
     // The projector's batches link to each event's trace (and, one run per batch, are in it).
@@ -122,13 +124,16 @@ describe('OpenTelemetry traces from a Kafka command to the SSE frame', () => {
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
 
     const commandsTopic = platform.topic(TOPICS.commands);
-    await waitFor('the run spans, exported', () => named(receiver.inTrace(traceId!), 'orchestrator', 'RunWorkflow:AgentRun').length >= 1, 60_000, 250);
+    const sendName = `send ${platform.topic(TOPICS.runEvents)}`;
+    await waitFor('the run spans, exported', () => named(receiver.inTrace(traceId!), 'orchestrator', 'RunWorkflow:AgentRun').length >= 1 && named(receiver.inTrace(traceId!), 'orchestrator', sendName).length >= 1, 60_000, 250);
     const spans = receiver.inTrace(traceId!);
     // The trace starts at the consumer: a root span, with the workflow start under it.
     const [consumer] = named(spans, 'orchestrator', `process ${commandsTopic}`);
     expect(consumer.parentSpanId).toBeUndefined();
     expect(named(spans, 'orchestrator', 'StartWorkflow:AgentRun')[0].parentSpanId).toBe(consumer.spanId);
-    expect(named(spans, 'orchestrator', 'RunActivity:publishRunEvents').length).toBeGreaterThanOrEqual(1);
+    const sends = named(spans, 'orchestrator', sendName);
+    expect(sends.length).toBeGreaterThanOrEqual(1);
+    expect(sends.every((s) => s.parentSpanId === consumer.spanId)).toBe(true);
     expect(receiver.refused).toBe(0);
   });
 });

@@ -4,15 +4,27 @@ import { plan } from '@agentrun/workflows';
 import type { RunEventEnvelope } from '@agentrun/contracts';
 import type { TopicRecord } from './platform';
 
+/**
+ * An event as a repeat must match it: all but when it was made. A workflow task that runs again (its
+ * worker died, or the server refused its completion) emits the same events again at a later workflow
+ * time (`ts`) and further into its history (`state.history_length`); nothing else may differ.
+ */
+export function sameEventText(event: RunEventEnvelope): string {
+  const { ts: _ts, payload, ...rest } = event;
+  const state = (payload as { state?: Record<string, unknown> }).state;
+  const { history_length: _length, ...stateRest } = state ?? {};
+  return JSON.stringify({ ...rest, payload: { ...payload, ...(state ? { state: stateRest } : {}) } });
+}
+
 /** The distinct seqs of one run on a topic must be exactly 1..n (a retried publish may repeat one). */
 export function seqsOnTopic(records: TopicRecord<RunEventEnvelope>[], org: string, runId: string): number[] {
   const bySeq = new Map<number, string>();
   for (const r of records) {
     if (r.value.org !== org || r.value.run_id !== runId) continue;
-    const text = JSON.stringify(r.value);
+    const text = sameEventText(r.value);
     const seen = bySeq.get(r.value.seq);
-    // A repeat is only allowed as the very same event published again.
-    if (seen !== undefined && seen !== text) throw new Error(`two different events share seq ${r.value.seq} of ${org}/${runId}`);
+    // A repeat is only allowed as the same event published again.
+    if (seen !== undefined && seen !== text) throw new Error(`two different events share seq ${r.value.seq} of ${org}/${runId}: ${seen} / ${text}`);
     bySeq.set(r.value.seq, text);
   }
   return [...bySeq.keys()].sort((a, b) => a - b);

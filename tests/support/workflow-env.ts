@@ -109,6 +109,8 @@ let runtimeInstalled = false;
 export class WorkflowTestEnv {
   /** Every run event the outboxes of this file's runs published, in publish order. */
   readonly published: RunEvent[] = [];
+  /** While set, the sink holds every workflow task's events (and so the task) until it settles. */
+  publishHold: Promise<void> | undefined;
   /** Workflows (and the outbox's publish activity) of every test in the file run on this one queue. */
   readonly workflowQueue = `workflows-${randomBytes(3).toString('hex')}`;
   private worker?: Worker;
@@ -149,9 +151,22 @@ export class WorkflowTestEnv {
       ...workerTuning(env),
       taskQueue: self.workflowQueue,
       workflowBundle: { codePath: bundlePath },
+      // Saved histories (recorded before the sink) publish by activity; new executions through the sink.
       activities: {
         publishRunEvents: async (events: RunEvent[]) => {
           self.published.push(...events);
+        },
+      },
+      sinks: {
+        runEvents: {
+          publish: {
+            // Recorded as handed over; the workflow task completes once the hold (if any) is released.
+            fn: async (_info, events: RunEvent[]) => {
+              self.published.push(...events);
+              await self.publishHold;
+            },
+            callDuringReplay: false,
+          },
         },
       },
     });
@@ -356,9 +371,20 @@ export class Rig {
     return handle;
   }
 
-  /** The run's published events in seq order (each as often as it was published). */
+  /**
+   * The run's events as a consumer keeps them: the first published of each seq, in seq order. A
+   * workflow task whose completion the server refuses (a cancel or signal arrived while it ran) runs
+   * again and hands the same seqs to the sink again, which consumers drop.
+   */
   events(runId: string): RunEvent[] {
-    return this.env.published.filter((e) => e.run_id === runId).sort((a, b) => a.seq - b.seq);
+    const first = new Map<number, RunEvent>();
+    for (const e of this.everyPublished(runId)) if (!first.has(e.seq)) first.set(e.seq, e);
+    return [...first.values()].sort((a, b) => a.seq - b.seq);
+  }
+
+  /** Every event of the run handed to the publisher, in the order it was, copies included. */
+  everyPublished(runId: string): RunEvent[] {
+    return this.env.published.filter((e) => e.run_id === runId);
   }
 
   async waitForEvent(runId: string, what: string, match: (event: RunEvent) => boolean, timeoutMs = 20_000): Promise<RunEvent> {

@@ -63,6 +63,57 @@ describe('AgentRun', () => {
     });
   });
 
+  it("publishes a workflow task's events before the task completes, with no activity or history event of their own", async () => {
+    const held = new Deferred();
+    env.publishHold = held.promise;
+    const rig = env.rig();
+    try {
+      await rig.run(async () => {
+        const runId = rig.runId('held');
+        const handle = await rig.startAgent('held', { max_steps: 3 });
+        await rig.waitForEvent(runId, 'run_started handed to the sink', (e) => e.type === 'run_started');
+        // The first task's events wait for their ack, and so does the task: nothing it decided is in
+        // the history yet, and the workspace is not being prepared.
+        const before = (await handle.fetchHistory()).events ?? [];
+        expect(before.filter((e) => e.workflowTaskStartedEventAttributes)).toHaveLength(1);
+        expect(before.filter((e) => e.workflowTaskCompletedEventAttributes)).toHaveLength(0);
+        expect(rig.calls).toEqual([]);
+        held.resolve();
+        env.publishHold = undefined;
+        expect(await handle.result()).toMatchObject({ status: 'done', steps: 3 });
+        const events = rig.events(runId);
+        expect(seqsOf(events)).toEqual(oneToN(events.length));
+        expect(rig.everyPublished(runId)).toHaveLength(events.length);
+        // The whole history: no publishing activity, and no step upserts `CurrentStep` (status changes do).
+        const history = (await handle.fetchHistory()).events ?? [];
+        const scheduled = history.map((e) => e.activityTaskScheduledEventAttributes?.activityType?.name).filter(Boolean);
+        expect(scheduled).toEqual(['prepareWorkspace', 'callModel', 'runTool', 'runTool']);
+        // Upserts: the SDK's `TemporalChangeVersion` for the one patch this behaviour is under, then `running` and `done`.
+        const upserted = history.flatMap((e) => Object.keys(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {}).sort().join('+') || []);
+        expect(upserted).toEqual(['TemporalChangeVersion', 'AgentStatus+CurrentStep', 'AgentStatus+CurrentStep']);
+      });
+    } finally {
+      held.resolve();
+      env.publishHold = undefined;
+    }
+  });
+
+  it('a run started with events_via activity publishes by activity and upserts CurrentStep every step, as before', async () => {
+    const rig = env.rig();
+    await rig.run(async () => {
+      const runId = rig.runId('by-activity');
+      const handle = await rig.startAgent('by-activity', { max_steps: 3, events_via: 'activity' });
+      expect(await handle.result()).toMatchObject({ status: 'done', steps: 3 });
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      const history = (await handle.fetchHistory()).events ?? [];
+      expect(history.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'publishRunEvents').length).toBeGreaterThanOrEqual(1);
+      expect(history.filter((e) => e.markerRecordedEventAttributes)).toHaveLength(0);
+      const upserted = history.flatMap((e) => Object.keys(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {}).sort().join('+') || []);
+      expect(upserted).toEqual(['AgentStatus+CurrentStep', 'CurrentStep', 'CurrentStep', 'CurrentStep', 'AgentStatus+CurrentStep']);
+    });
+  });
+
   it('pauses mid-step: the step in flight completes, and no step starts until resume', async () => {
     const release = new Deferred();
     const rig = env.rig({
@@ -166,6 +217,9 @@ describe('AgentRun', () => {
       expect(rig.callsOf('compensate').map((c) => c.input)).toEqual([{ org: rig.org, run_id: runId, name: lease }]);
       const events = rig.events(runId);
       expect(seqsOf(events)).toEqual(oneToN(events.length));
+      // The cancel can reach the server while the last task runs: the task runs again and hands its
+      // events over again. A copy is the same event (same seq, same type), published after its original.
+      expect(new Set(rig.everyPublished(runId).map((e) => `${e.seq}:${e.type}`)).size).toBe(events.length);
       expect(stepsCompleted(events)).toEqual([0, 1]);
       expect(events.slice(-2).map((e) => [e.type, e.type === 'compensated' ? e.payload.name : null, statusOf(e)])).toEqual([
         ['compensated', lease, 'running'],
@@ -230,6 +284,9 @@ describe('AgentRun', () => {
       expect(failure?.message).toBe(`lane stalled: no worker took 'embed' from task queue '${rig.lanes.gpuTools}' in time`);
       const events = rig.events(runId);
       expect(seqsOf(events)).toEqual(oneToN(events.length));
+      // The cancel can reach the server while the last task runs: the task runs again and hands its
+      // events over again. A copy is the same event (same seq, same type), published after its original.
+      expect(new Set(rig.everyPublished(runId).map((e) => `${e.seq}:${e.type}`)).size).toBe(events.length);
       expect(stepsCompleted(events)).toEqual([0, 1]);
       expect(events.at(-1)).toMatchObject({ type: 'run_finished', payload: { state: { status: 'failed', reason: 'lane_stalled', message: failure?.message } } });
     });

@@ -1,10 +1,12 @@
-import { Inject, Injectable, Optional } from '@nestjs/common';
-import { createAgentActivities, createCaseSource, createChatClient, createPublishActivities, CPU_TOOLS } from '@agentrun/activities';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { createAgentActivities, createCaseSource, createChatClient, createPublishActivities, CPU_TOOLS, RunEventPublisher, type PublishDeps } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { FaultPoints } from '@agentrun/config';
 import { hostLanesFor, lanesFor } from '@agentrun/contracts';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, runEventSigner, type LaneWorkerOptions } from '@agentrun/runtime';
+import type { InjectedSinks } from '@temporalio/worker';
+import type { RunEventSinks } from '@agentrun/workflows';
 import type { OrchestratorConfig } from './config';
 
 /**
@@ -32,10 +34,19 @@ export class TemporalWorkers extends LaneWorkers {
     const workflowSource = this.config.WORKFLOW_BUNDLE_PATH
       ? { workflowBundle: { codePath: this.config.WORKFLOW_BUNDLE_PATH } }
       : { workflowsPath: require.resolve('@agentrun/workflows') };
+    const publish: PublishDeps = { bus: kafka.bus, topicPrefix: kafka.topicPrefix, signer: runEventSigner(this.config), faults: new FaultPoints(this.config.AGENTRUN_FAULTS, this.config.AGENTRUN_PROFILE) };
+    const logger = new Logger('RunEventPublisher');
+    const publisher = new RunEventPublisher(publish, {
+      onFailure: (workflow, attempt, err) =>
+        logger.warn(`run events of ${workflow.workflowId} not acknowledged (attempt ${attempt}); the workflow task waits and they are sent again: ${err instanceof Error ? err.message : String(err)}`),
+    });
     return {
       taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).agentWorkflows,
       ...workflowSource,
-      activities: createPublishActivities({ bus: kafka.bus, topicPrefix: kafka.topicPrefix, signer: runEventSigner(this.config), faults: new FaultPoints(this.config.AGENTRUN_FAULTS, this.config.AGENTRUN_PROFILE) }),
+      // Executions recorded before the sink publish by activity.
+      activities: createPublishActivities(publish),
+      // Never during replay: those events went out before their task completed the first time.
+      sinks: { runEvents: { publish: { fn: (info, events) => publisher.publish(info, events), callDuringReplay: false } } } satisfies InjectedSinks<RunEventSinks>,
     };
   }
 

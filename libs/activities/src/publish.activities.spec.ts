@@ -2,8 +2,9 @@ import { SpanKind } from '@opentelemetry/api';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-node';
 import type { RunEventEnvelope } from '@agentrun/contracts';
 import { EventSigner, EventVerifier, type KafkaBus, type OutboundMessage } from '@agentrun/kafka';
-import { contextOfTraceparent, initTracing, inSpan, resetTracingForTests, tracingState } from '@agentrun/telemetry';
-import { createPublishActivities } from './publish.activities';
+import type { FaultPoints } from '@agentrun/config';
+import { contextOfTraceparent, initTracing, inSpan, processMetrics, resetTracingForTests, tracingState } from '@agentrun/telemetry';
+import { createPublishActivities, requestsOf, RunEventPublisher, TRACEPARENT_MEMO } from './publish.activities';
 
 const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 const TRACEPARENT = `00-${TRACE_ID}-b7ad6b7169203331-01`;
@@ -43,5 +44,80 @@ describe('publishRunEvents', () => {
     const { bus, sent } = fakeBus();
     await createPublishActivities({ bus, topicPrefix: '', signer: new EventSigner(key) }).publishRunEvents([event(1)]);
     expect(Object.keys(sent[0].headers ?? {}).sort()).toEqual(['agentrun-key-id', 'agentrun-signature', 'org', 'seq', 'type']);
+  });
+});
+
+describe('RunEventPublisher (the workflow worker sink)', () => {
+  const workflow = (runId: string, memo?: Record<string, unknown>) => ({ workflowId: `acme/${runId}`, runId, ...(memo ? { memo } : {}) });
+
+  it("sends one workflow task's events (calls made in the same turn) as one request, each run's apart", async () => {
+    initTracing('orchestrator', {});
+    const requests: OutboundMessage[][] = [];
+    const bus = { send: async (_topic: string, messages: OutboundMessage[]) => void requests.push(messages) } as unknown as KafkaBus;
+    const publisher = new RunEventPublisher({ bus, topicPrefix: '', signer: new EventSigner(key) });
+    const acked = [publisher.publish(workflow('r1'), [event(1)]), publisher.publish(workflow('r1'), [event(2)]), publisher.publish(workflow('r2'), [event(1)])];
+    expect(requests).toHaveLength(0);
+    await Promise.all(acked);
+    expect(requests.map((r) => r.map((m) => m.headers?.seq))).toEqual([['1', '2'], ['1']]);
+    // A later task of the same run is a request of its own.
+    await publisher.publish(workflow('r1'), [event(3)]);
+    expect(requests).toHaveLength(3);
+  });
+
+  it('resolves only once Kafka acknowledged: a failed attempt is retried, and counted', async () => {
+    initTracing('orchestrator', {});
+    let attempts = 0;
+    const sent: OutboundMessage[] = [];
+    const bus = {
+      send: async (_topic: string, messages: OutboundMessage[]) => {
+        attempts += 1;
+        if (attempts < 3) throw new Error('broker not available');
+        sent.push(...messages);
+      },
+    } as unknown as KafkaBus;
+    const failures: number[] = [];
+    const publisher = new RunEventPublisher({ bus, topicPrefix: '', signer: new EventSigner(key) }, { backoffMs: 1, onFailure: (_w, attempt) => failures.push(attempt) });
+    const failed = async () => (await processMetrics().runEventPublishing().failures.get()).values[0]?.value ?? 0;
+    const before = await failed();
+    await publisher.publish(workflow('r1'), [event(1), event(2)]);
+    expect(attempts).toBe(3);
+    expect(failures).toEqual([1, 2]);
+    expect(sent.map((m) => m.headers?.seq)).toEqual(['1', '2']);
+    expect((await failed()) - before).toBe(2);
+  });
+
+  it('sends again when the ack is lost (the fault point): a duplicate, never a loss', async () => {
+    initTracing('orchestrator', {});
+    const { bus, sent } = fakeBus();
+    // The first attempt loses its ack, as `publish.lose_ack_every` makes it.
+    let passes = 0;
+    const faults = { hit: (name: string) => name === 'publish.lose_ack_every' && ++passes === 1 } as unknown as FaultPoints;
+    const failures: unknown[] = [];
+    const publisher = new RunEventPublisher({ bus, topicPrefix: '', signer: new EventSigner(key), faults }, { backoffMs: 1, onFailure: (_w, _a, err) => failures.push(err) });
+    await publisher.publish(workflow('r1'), [event(1)]);
+    expect(sent.map((m) => m.headers?.seq)).toEqual(['1', '1']);
+    expect(String(failures[0])).toMatch(/ack of 1 published events was lost/);
+  });
+
+  it("makes each send span a child of the run's start trace (the `traceparent` memo)", async () => {
+    const exporter = new InMemorySpanExporter();
+    initTracing('orchestrator', {}, { exporter });
+    const { bus, sent } = fakeBus();
+    await new RunEventPublisher({ bus, topicPrefix: 't.', signer: new EventSigner(key) }).publish(workflow('r1', { [TRACEPARENT_MEMO]: TRACEPARENT }), [event(1)]);
+    await tracingState().spanProcessor!.forceFlush();
+    const send = exporter.getFinishedSpans().find((s) => s.kind === SpanKind.PRODUCER)!;
+    expect(send.spanContext().traceId).toBe(TRACE_ID);
+    expect(send.parentSpanId).toBe('b7ad6b7169203331');
+    expect(sent[0].headers?.traceparent).toBe(`00-${TRACE_ID}-${send.spanContext().spanId}-01`);
+  });
+});
+
+describe('requestsOf', () => {
+  it('keeps the order and splits where the next event would pass the byte bound; a large event goes alone', () => {
+    const sized = (seq: number, chars: number) => ({ ...event(seq), payload: { text: 'x'.repeat(chars) } }) as unknown as RunEventEnvelope;
+    const one = Buffer.byteLength(JSON.stringify(sized(1, 100)));
+    const groups = requestsOf([sized(1, 100), sized(2, 100), sized(3, 100), sized(4, 5000), sized(5, 100)], one * 2);
+    expect(groups.map((g) => g.map((e) => e.seq))).toEqual([[1, 2], [3], [4], [5]]);
+    expect(requestsOf([])).toEqual([]);
   });
 });

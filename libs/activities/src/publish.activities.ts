@@ -3,8 +3,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { noFaults, type FaultPoints } from '@agentrun/config';
 import type { EventSigner, KafkaBus } from '@agentrun/kafka';
 import type { PublishActivities } from '@agentrun/workflows';
-import { SpanKind } from '@opentelemetry/api';
-import { inSpan, traceHeaders } from '@agentrun/telemetry';
+import { SpanKind, type Context } from '@opentelemetry/api';
+import { contextOfTraceparent, inSpan, processMetrics, traceHeaders } from '@agentrun/telemetry';
 
 export interface PublishDeps {
   bus: KafkaBus;
@@ -16,36 +16,141 @@ export interface PublishDeps {
 }
 
 /**
- * The only producer of run events. Keyed by run id so a run's events stay in one partition, in the
- * order the workflow gave them. A retry after a lost ack may publish a batch twice; every consumer
- * dedupes by `(org, run_id, seq)`. Each record is signed over the exact value bytes sent, so the
- * projector can tell our events from anything else written to the topic. Each record carries the
- * run's trace context (`traceparent`, W3C) when the activity runs in one.
+ * Sends one run's events, signed, in one request: keyed by run id so a run's events stay in one
+ * partition, in the order the workflow gave them. Each record is signed over the exact value bytes
+ * sent, so the projector can tell our events from anything else written to the topic, and carries the
+ * trace context (`traceparent`, W3C) of a producer span under `parent` (the active context by default).
+ */
+async function sendRunEvents(deps: PublishDeps, events: RunEventEnvelope[], parent?: Context): Promise<void> {
+  const topic = deps.topicPrefix + TOPICS.runEvents;
+  // The signature covers the value only, so headers can be added.
+  await inSpan(
+    `send ${topic}`,
+    { kind: SpanKind.PRODUCER, ...(parent ? { parent } : {}), attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'send', 'messaging.destination.name': topic, 'messaging.batch.message_count': events.length } },
+    async () => {
+      const trace = traceHeaders();
+      await deps.bus.send(
+        topic,
+        events.map((e) => {
+          const value = JSON.stringify(e);
+          return { key: e.run_id, value, headers: { org: e.org, seq: String(e.seq), type: e.type, ...trace, ...deps.signer.headers(value) } };
+        }),
+      );
+    },
+  );
+  if ((deps.faults ?? noFaults).hit('publish.lose_ack_every')) {
+    throw ApplicationFailure.retryable(`fault point: the ack of ${events.length} published events was lost`, 'LostAck');
+  }
+}
+
+/**
+ * The publishing activity of executions recorded before the sink (see `RunEventPublisher`): they
+ * replay, and go on, publishing by activity. A retry after a lost ack may publish a batch twice; every
+ * consumer dedupes by `(org, run_id, seq)`.
  */
 export function createPublishActivities(deps: PublishDeps): PublishActivities {
-  const topic = deps.topicPrefix + TOPICS.runEvents;
   return {
-    async publishRunEvents(events: RunEventEnvelope[]) {
-      // A producer span in the trace the workflow runs in (the activity's span, whose parent came in the
-      // activity's headers): every event carries it as `traceparent`. The signature covers the value
-      // only, so headers can be added.
-      await inSpan(
-        `send ${topic}`,
-        { kind: SpanKind.PRODUCER, attributes: { 'messaging.system': 'kafka', 'messaging.operation.type': 'send', 'messaging.destination.name': topic, 'messaging.batch.message_count': events.length } },
-        async () => {
-          const trace = traceHeaders();
-          await deps.bus.send(
-            topic,
-            events.map((e) => {
-              const value = JSON.stringify(e);
-              return { key: e.run_id, value, headers: { org: e.org, seq: String(e.seq), type: e.type, ...trace, ...deps.signer.headers(value) } };
-            }),
-          );
-        },
-      );
-      if ((deps.faults ?? noFaults).hit('publish.lose_ack_every')) {
-        throw ApplicationFailure.retryable(`fault point: the ack of ${events.length} published events was lost`, 'LostAck');
-      }
-    },
+    // A producer span in the trace the workflow runs in (the activity's span, whose parent came in the activity's headers).
+    publishRunEvents: (events: RunEventEnvelope[]) => sendRunEvents(deps, events),
   };
+}
+
+/** At most about this many value bytes per produce request (the topics allow 1 MiB per batch). */
+const REQUEST_BYTES = 512 * 1024;
+
+/** The events in consecutive groups of at most `REQUEST_BYTES` (a larger event goes alone). */
+export function requestsOf(events: RunEventEnvelope[], maxBytes = REQUEST_BYTES): RunEventEnvelope[][] {
+  const out: RunEventEnvelope[][] = [];
+  let current: RunEventEnvelope[] = [];
+  let bytes = 0;
+  for (const e of events) {
+    const size = Buffer.byteLength(JSON.stringify(e));
+    if (current.length > 0 && bytes + size > maxBytes) {
+      out.push(current);
+      current = [];
+      bytes = 0;
+    }
+    current.push(e);
+    bytes += size;
+  }
+  if (current.length > 0) out.push(current);
+  return out;
+}
+
+/** What the sink is told of the workflow execution that emitted the events (a subset of the SDK's WorkflowInfo). */
+export interface EmittingWorkflow {
+  workflowId: string;
+  runId: string;
+  memo?: Record<string, unknown>;
+}
+
+/** The memo entry that holds the `traceparent` a run was started in; its events' send spans are its children. */
+export const TRACEPARENT_MEMO = 'traceparent';
+
+export interface PublisherOptions {
+  /** The first wait after a failed attempt, doubled up to `maxBackoffMs`. */
+  backoffMs?: number;
+  maxBackoffMs?: number;
+  /** Told of each failed attempt (the caller logs it). */
+  onFailure?: (workflow: EmittingWorkflow, attempt: number, err: unknown) => void;
+}
+
+/**
+ * The workflow worker's sink for run events (`RunEventSinks` in the workflows lib). The SDK calls it
+ * once per event a workflow task emitted, after the task's code ran and before the task is reported
+ * complete, and awaits what it returns. The calls of one task (made one after another, in the same
+ * turn) go out as one request, and the promise resolves only once Kafka has acknowledged it: failed
+ * attempts are retried with backoff for as long as it takes, holding the task (a task held past its
+ * timeout runs again, emitting the same events: duplicates, never a loss). One run's tasks run one at a
+ * time, so its events reach the topic in seq order.
+ */
+export class RunEventPublisher {
+  private readonly open = new Map<string, { workflow: EmittingWorkflow; events: RunEventEnvelope[]; acked: Promise<void> }>();
+  private readonly metrics = processMetrics().runEventPublishing();
+
+  constructor(
+    private readonly deps: PublishDeps,
+    private readonly options: PublisherOptions = {},
+  ) {}
+
+  publish(workflow: EmittingWorkflow, events: RunEventEnvelope[]): Promise<void> {
+    let batch = this.open.get(workflow.runId);
+    if (!batch) {
+      const opened = { workflow, events: [] as RunEventEnvelope[], acked: Promise.resolve() };
+      // A microtask later: every call of the same task has joined by then.
+      opened.acked = Promise.resolve().then(() => {
+        this.open.delete(workflow.runId);
+        return this.untilAcked(opened.workflow, opened.events);
+      });
+      this.open.set(workflow.runId, opened);
+      batch = opened;
+    }
+    batch.events.push(...events);
+    return batch.acked;
+  }
+
+  private async untilAcked(workflow: EmittingWorkflow, events: RunEventEnvelope[]): Promise<void> {
+    const traceparent = workflow.memo?.[TRACEPARENT_MEMO];
+    const parent = typeof traceparent === 'string' ? contextOfTraceparent(traceparent) : undefined;
+    // In order, one request after another: a run's records form one batch per request on its
+    // partition, which must stay under the topic's max.message.bytes (an eval's events each carry
+    // every case's view, so a task's few can be large).
+    for (const part of requestsOf(events)) await this.sendUntilAcked(workflow, part, parent);
+  }
+
+  private async sendUntilAcked(workflow: EmittingWorkflow, events: RunEventEnvelope[], parent: Context | undefined): Promise<void> {
+    let wait = this.options.backoffMs ?? 100;
+    for (let attempt = 1; ; attempt += 1) {
+      try {
+        await sendRunEvents(this.deps, events, parent);
+        this.metrics.published.inc(events.length);
+        return;
+      } catch (err) {
+        this.metrics.failures.inc();
+        this.options.onFailure?.(workflow, attempt, err);
+        await new Promise((resolve) => setTimeout(resolve, wait));
+        wait = Math.min(wait * 2, this.options.maxBackoffMs ?? 5_000);
+      }
+    }
+  }
 }

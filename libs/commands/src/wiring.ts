@@ -51,7 +51,7 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
 }
 
 /** The run defaults from a service's configuration. */
-export function agentDefaultsOf(config: Pick<RunDefaultsConfig, 'AGENTRUN_STEPS_PER_EXECUTION' | 'AGENTRUN_HISTORY_MAX_EVENTS' | 'AGENTRUN_HISTORY_MAX_BYTES' | 'AGENTRUN_RESEARCH_EVERY' | 'AGENTRUN_TOOL_START_TO_CLOSE_S' | 'AGENTRUN_TOOL_HEARTBEAT_S' | 'AGENTRUN_GPU_SCHEDULE_TO_START_S' | 'AGENTRUN_HOST_SCHEDULE_TO_START_S' | 'AGENTRUN_RECOVERY_EVERY_STEPS'>): AgentDefaults {
+export function agentDefaultsOf(config: Pick<RunDefaultsConfig, 'AGENTRUN_STEPS_PER_EXECUTION' | 'AGENTRUN_HISTORY_MAX_EVENTS' | 'AGENTRUN_HISTORY_MAX_BYTES' | 'AGENTRUN_RESEARCH_EVERY' | 'AGENTRUN_TOOL_START_TO_CLOSE_S' | 'AGENTRUN_TOOL_HEARTBEAT_S' | 'AGENTRUN_GPU_SCHEDULE_TO_START_S' | 'AGENTRUN_HOST_SCHEDULE_TO_START_S' | 'AGENTRUN_RECOVERY_EVERY_STEPS' | 'AGENTRUN_RUN_EVENTS_VIA'>): AgentDefaults {
   return {
     steps_per_execution: config.AGENTRUN_STEPS_PER_EXECUTION,
     history_budget: { events: config.AGENTRUN_HISTORY_MAX_EVENTS, bytes: config.AGENTRUN_HISTORY_MAX_BYTES },
@@ -63,10 +63,16 @@ export function agentDefaultsOf(config: Pick<RunDefaultsConfig, 'AGENTRUN_STEPS_
       host_schedule_to_start_s: config.AGENTRUN_HOST_SCHEDULE_TO_START_S,
     },
     recovery_every_steps: config.AGENTRUN_RECOVERY_EVERY_STEPS,
+    ...(config.AGENTRUN_RUN_EVENTS_VIA === 'activity' ? { events_via: 'activity' as const } : {}),
   };
 }
 
 /** The eval defaults from a service's configuration. */
-export function evalDefaultsOf(config: Pick<RunDefaultsConfig, 'EVAL_PARALLELISM' | 'AGENTRUN_ERRORED_TURN_UNGRADED' | 'EVAL_CASE_HEARTBEAT_S'>): EvalDefaults {
-  return { parallelism: config.EVAL_PARALLELISM, errored_ungraded: config.AGENTRUN_ERRORED_TURN_UNGRADED, case_heartbeat_s: config.EVAL_CASE_HEARTBEAT_S };
+export function evalDefaultsOf(config: Pick<RunDefaultsConfig, 'EVAL_PARALLELISM' | 'AGENTRUN_ERRORED_TURN_UNGRADED' | 'EVAL_CASE_HEARTBEAT_S' | 'AGENTRUN_RUN_EVENTS_VIA'>): EvalDefaults {
+  return {
+    parallelism: config.EVAL_PARALLELISM,
+    errored_ungraded: config.AGENTRUN_ERRORED_TURN_UNGRADED,
+    case_heartbeat_s: config.EVAL_CASE_HEARTBEAT_S,
+    ...(config.AGENTRUN_RUN_EVENTS_VIA === 'activity' ? { events_via: 'activity' as const } : {}),
+  };
 }

@@ -344,6 +344,13 @@ export const runDefaultsSpec = {
   EVAL_CASE_HEARTBEAT_S: int(5, 1, 600),
   /** Cases failed for a reason the agent did not cause are left ungraded instead of scored 0. */
   AGENTRUN_ERRORED_TURN_UNGRADED: bool(false),
+  /**
+   * How new runs' events leave: `workflow-task` (each task's events are published before the task
+   * completes, by the workflow worker) or `activity` (a `publishRunEvents` activity per batch and a
+   * `CurrentStep` upsert every step: the shape before, about three times the Temporal actions per step;
+   * benchmarks measure it as their baseline).
+   */
+  AGENTRUN_RUN_EVENTS_VIA: oneOf(['workflow-task', 'activity'] as const, 'workflow-task'),
 };
 
 export type LifecycleConfig = ConfigOf<typeof lifecycleSpec>;

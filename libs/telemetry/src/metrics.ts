@@ -152,6 +152,18 @@ export class AgentRunMetrics {
     );
   }
 
+  /**
+   * `agentrun_run_events_published_total` and `agentrun_run_event_publish_failures_total`: run events
+   * the workflow worker's sink published (acknowledged by Kafka), and its publish attempts that failed
+   * and will be tried again (the workflow task waits meanwhile).
+   */
+  runEventPublishing(): { published: Counter; failures: Counter } {
+    return this.once('run-event-publishing', () => ({
+      published: new Counter({ name: 'agentrun_run_events_published_total', help: 'Run events published by the workflow workers and acknowledged by Kafka', registers: [this.registry] }),
+      failures: new Counter({ name: 'agentrun_run_event_publish_failures_total', help: 'Failed attempts to publish a workflow task\'s run events (retried; the task completes only once they are acknowledged)', registers: [this.registry] }),
+    }));
+  }
+
   /** `agentrun_projector_events_total`: run events the projector stored (not dead-lettered). */
   projectorEvents(): Counter {
     return this.once('projector-events', () => new Counter({ name: 'agentrun_projector_events_total', help: 'Run events the projector stored in the read model', registers: [this.registry] }));

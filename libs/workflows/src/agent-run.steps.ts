@@ -5,12 +5,20 @@ import type { Step } from './agent-run.plan';
 import type { AgentLoopState, StepOutcome } from './agent-run.state';
 import { applyReply, applyToolResult } from './conversation';
 import { digest } from './digest';
-import type { Outbox } from './outbox';
+import { publishesBySink, type Outbox } from './outbox';
 import { ResearchAgent } from './research-agent.workflow';
 import { FOREVER, MODEL_RETRY, TOOL_RETRY } from './retry-policies';
 import { CURRENT_STEP_KEY } from './search-attributes';
 
 const PRIORITY_FOR_TIER = { enterprise: 1, team: 3, batch: 5 } as const;
+
+/**
+ * While a run runs, `CurrentStep` is upserted every this many steps (and with every status change,
+ * which carries it too): each upsert is a billable Temporal action and a history event, and the read
+ * model has every step anyway. Executions recorded before this upserted it every step; this came with
+ * publishing by sink, under the same patch (each patch id costs a marker and an upsert per execution).
+ */
+export const CURRENT_STEP_EVERY = 20;
 
 type ToolStep = Extract<Step, { kind: 'tool' }>;
 
@@ -133,13 +141,17 @@ export interface WorkspaceMover {
  * histories recorded (a command issued one turn later can land after another coroutine's).
  */
 export class StepExecutor {
+  private readonly sparseCurrentStep: boolean;
+
   constructor(
     private readonly input: AgentRunInput,
     private readonly run: AgentLoopState,
     private readonly activities: AgentRunActivities,
     private readonly outbox: Outbox,
     private readonly hosts?: WorkspaceMover,
-  ) {}
+  ) {
+    this.sparseCurrentStep = publishesBySink(input.events_via);
+  }
 
   /** A tool `plan()` chose. */
   async tool(next: ToolStep): Promise<StepOutcome> {
@@ -219,7 +231,7 @@ export class StepExecutor {
   /** Takes a finished step into the state and publishes it. */
   completed(next: Exclude<Step, { kind: 'finish' }>, done: StepOutcome): void {
     this.run.recordStep(next.kind, done);
-    upsertSearchAttributes([{ key: CURRENT_STEP_KEY, value: this.run.step }]);
+    if (!this.sparseCurrentStep || this.run.step % CURRENT_STEP_EVERY === 0) upsertSearchAttributes([{ key: CURRENT_STEP_KEY, value: this.run.step }]);
     this.outbox.emit('step_completed', {
       step: this.run.step - 1,
       kind: next.kind,

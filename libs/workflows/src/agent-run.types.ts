@@ -192,6 +192,11 @@ export interface AgentRunInput {
   model?: string;
   /** An eval case this run solves: its files seed the workspace before the first step. */
   seed?: WorkspaceSeed;
+  /**
+   * `activity`: events leave by a `publishRunEvents` activity per batch and `CurrentStep` is upserted
+   * every step, as before the workflow-task sink (AGENTRUN_RUN_EVENTS_VIA; benchmarks' baseline).
+   */
+  events_via?: 'activity';
 }
 
 /** An eval case whose files a run's workspace starts with. */

@@ -51,6 +51,8 @@ export interface EvalRunInput {
   spec?: CaseSpec;
   /** The `agent` solver: every case's `AgentRun` child starts from this, with its own id, goal and seed. */
   agent?: AgentCaseTemplate;
+  /** As `AgentRunInput.events_via`. */
+  events_via?: 'activity';
 }
 
 /** An agent case's run as the starter set it up; the case adds its run id, goal and workspace seed. */

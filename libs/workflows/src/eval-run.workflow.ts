@@ -120,7 +120,7 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
   // Runs started before this behaviour keep abandoning their cases at a cancel, so their histories replay.
   const countsCasesFinishedAtCancel = patched('eval-run-counts-cases-finished-at-cancel');
   const run = new EvalLoopState(input);
-  const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'eval', lane: input.lanes.agentWorkflows, firstSeq: 0, state: () => run.view() });
+  const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'eval', lane: input.lanes.agentWorkflows, firstSeq: 0, state: () => run.view(), ...(input.events_via ? { eventsVia: input.events_via } : {}) });
   const setStatus = statusSetter(run, outbox);
   const { runCase, loadAgentCase, scoreAgentCase } = proxyActivities<EvalActivities>({
     taskQueue: input.lanes.gpuEval,

@@ -1,9 +1,9 @@
-import { CancellationScope, condition, proxyActivities } from '@temporalio/workflow';
+import { CancellationScope, condition, patched, proxyActivities, proxySinks, type Sinks } from '@temporalio/workflow';
 import type { RunEventEnvelope, RunEventFieldsOf, RunEventType, RunKind, RunState } from '@agentrun/contracts';
 import type { PublishActivities } from './agent-run.types';
 import { FOREVER } from './retry-policies';
 
-/** Events go out in batches of at most this many per publish activity. */
+/** Executions that publish by activity send batches of at most this many events per activity. */
 const PUBLISH_BATCH = 100;
 /**
  * And of at most about this many bytes: an activity's input must stay under Temporal's 2 MiB payload
@@ -41,11 +41,77 @@ export interface Outbox {
 }
 
 /**
- * The run's outbox: seq is assigned here and nowhere else, and one loop publishes in seq order.
- * The loop cannot be cancelled, so a Temporal cancel never stops the run's last events going out;
+ * How the workflow hands its run events to the worker it runs on. The worker's sink publishes each
+ * workflow task's events and returns only once Kafka has acknowledged them; the Temporal SDK awaits
+ * sinks before it reports the task complete. So an event is on the topic before the task that
+ * emitted it is in the history, and a task that never completes (a crash, a publish that cannot get
+ * through) runs again, emitting the same events again: at least once, in seq order (one run's tasks
+ * run one after another), at no Temporal action and no history event of its own.
+ */
+export interface RunEventSinks extends Sinks {
+  runEvents: {
+    /** Publishes (not during replay: those events went out when their task first ran). */
+    publish(events: RunEventEnvelope[]): void;
+  };
+}
+
+/** Marks the executions that publish through the sink; those recorded before it publish by activity. */
+export const PUBLISH_BY_SINK_PATCH = 'run-events-published-by-the-workflow-task';
+
+type OutboxOptions = { org: string; run_id: string; kind: RunKind; lane: string; firstSeq: number; state: () => RunState; eventsVia?: 'activity' };
+
+/**
+ * The run's outbox: seq is assigned here and nowhere else, and events leave in seq order. Executions
+ * started before the sink existed (their histories hold `publishRunEvents` activities) keep
+ * publishing by activity, so they replay.
+ */
+export function openOutbox(options: OutboxOptions): Outbox {
+  return publishesBySink(options.eventsVia) ? sinkOutbox(options) : activityOutbox(options);
+}
+
+/**
+ * True for executions that publish through the sink: new ones, unless their input asks for the
+ * activity. Asked once per execution, first thing (the patch's marker goes in its first task); an
+ * execution whose input asks for the activity never asks `patched`, so it records no marker either.
+ */
+export function publishesBySink(eventsVia: 'activity' | undefined): boolean {
+  return eventsVia !== 'activity' && patched(PUBLISH_BY_SINK_PATCH);
+}
+
+function envelope(options: OutboxOptions, seq: number, type: RunEventType, fields: object | undefined): RunEventEnvelope {
+  return {
+    run_id: options.run_id,
+    org: options.org,
+    kind: options.kind,
+    seq,
+    type,
+    ts: new Date().toISOString(),
+    payload: { ...fields, state: options.state() },
+  };
+}
+
+/** Every event goes to the sink as it is emitted; it is on the topic once the workflow task completes. */
+function sinkOutbox(options: OutboxOptions): Outbox {
+  const { runEvents } = proxySinks<RunEventSinks>();
+  let seq = options.firstSeq;
+  return {
+    emit(type, ...[fields]) {
+      seq += 1;
+      runEvents.publish([envelope(options, seq, type, fields)]);
+    },
+    // Nothing waits in the workflow: what the task emitted is published before the task completes.
+    flushed: async () => undefined,
+    drain: async () => undefined,
+    seq: () => seq,
+  };
+}
+
+/**
+ * The outbox of executions recorded before the sink: one loop publishes in seq order by activity. The
+ * loop cannot be cancelled, so a Temporal cancel never stops the run's last events going out;
  * publishing retries for as long as it takes, so an event the workflow decided on is never dropped.
  */
-export function openOutbox(options: { org: string; run_id: string; kind: RunKind; lane: string; firstSeq: number; state: () => RunState }): Outbox {
+function activityOutbox(options: OutboxOptions): Outbox {
   const publisher = proxyActivities<PublishActivities>({ taskQueue: options.lane, startToCloseTimeout: '30s', retry: FOREVER });
   const queue: RunEventEnvelope[] = [];
   let seq = options.firstSeq;
@@ -62,15 +128,7 @@ export function openOutbox(options: { org: string; run_id: string; kind: RunKind
   return {
     emit(type, ...[fields]) {
       seq += 1;
-      queue.push({
-        run_id: options.run_id,
-        org: options.org,
-        kind: options.kind,
-        seq,
-        type,
-        ts: new Date().toISOString(),
-        payload: { ...fields, state: options.state() },
-      });
+      queue.push(envelope(options, seq, type, fields));
     },
     flushed: () => condition(() => queue.length === 0),
     async drain() {

@@ -21,11 +21,18 @@ import {
   RUN_PARENT_KEY,
   type EvalRunState,
 } from '@agentrun/workflows';
+import { currentTraceparent } from '@agentrun/telemetry';
 import { looksUnreachable, RunAlreadyStartedError, RunNotFoundError, TransientCommandError, UpdateRefusedError } from '../errors';
 import type { RunDirectoryPort, RunSignal, RunUpdate, RunView, StartRunRequest } from '../ports';
 
 /** Where the id of the command that started a run is kept, to recognise our own earlier start. */
 const START_COMMAND_MEMO = 'start_command_id';
+/**
+ * Where the trace a run was started in is kept (the span active at the start: the command's): the
+ * workflow worker's run-event sink makes each send span its child, so a run's events share its trace.
+ * Continue-as-new keeps the memo.
+ */
+const TRACEPARENT_MEMO = 'traceparent';
 const KIND_OF_WORKFLOW_TYPE: Record<string, RunKind> = { AgentRun: 'agent', EvalRun: 'eval' };
 const TRANSIENT_GRPC = new Set<number>([grpcStatus.UNAVAILABLE, grpcStatus.DEADLINE_EXCEEDED, grpcStatus.RESOURCE_EXHAUSTED, grpcStatus.ABORTED, grpcStatus.UNKNOWN]);
 
@@ -59,13 +66,14 @@ export class TemporalRunDirectory implements RunDirectoryPort {
       ...(attributes.parent_run_id ? [{ key: RUN_PARENT_KEY, value: attributes.parent_run_id }] : []),
       ...(attributes.owner ? [{ key: OWNER_KEY, value: attributes.owner }] : []),
     ];
+    const traceparent = currentTraceparent();
     const options = {
       workflowId: workflowIdFor(org, runId),
       taskQueue: request.taskQueue,
       // A replayed start after the run closed starts nothing.
       workflowIdReusePolicy: 'REJECT_DUPLICATE',
       workflowIdConflictPolicy: 'FAIL',
-      memo: { ...request.memo, [START_COMMAND_MEMO]: request.commandId },
+      memo: { ...request.memo, [START_COMMAND_MEMO]: request.commandId, ...(traceparent ? { [TRACEPARENT_MEMO]: traceparent } : {}) },
       typedSearchAttributes,
     } as const;
     await this.call(async () => {

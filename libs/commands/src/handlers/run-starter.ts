@@ -24,6 +24,8 @@ export interface AgentDefaults {
   timeouts: ToolTimeouts;
   /** Recovery points of a run without a snapshot series, on a workspace host. */
   recovery_every_steps?: number;
+  /** AGENTRUN_RUN_EVENTS_VIA=activity: the run publishes by activity (a baseline for benchmarks). */
+  events_via?: 'activity';
 }
 
 /** How every EvalRun is started. */
@@ -31,6 +33,7 @@ export interface EvalDefaults {
   parallelism: number;
   errored_ungraded: boolean;
   case_heartbeat_s: number;
+  events_via?: 'activity';
 }
 
 /**
