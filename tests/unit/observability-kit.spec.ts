@@ -48,8 +48,17 @@ function seriesNames(families: Record<string, string>): Map<string, string> {
   }
   return names;
 }
-/** Ours beyond the issue's list: a service's readiness (the not-ready alert) and streams failing after they opened. */
-const EXTRA_METRICS: Record<string, 'gauge' | 'counter'> = { agentrun_ready: 'gauge', agentrun_readiness_check: 'gauge', agentrun_sse_errors_total: 'counter' };
+/**
+ * Ours beyond the issue's list: a service's readiness (the not-ready alert), streams failing after they
+ * opened, and the workflow workers' run-event publishing (published, and failed attempts).
+ */
+const EXTRA_METRICS: Record<string, 'gauge' | 'counter'> = {
+  agentrun_ready: 'gauge',
+  agentrun_readiness_check: 'gauge',
+  agentrun_sse_errors_total: 'counter',
+  agentrun_run_events_published_total: 'counter',
+  agentrun_run_event_publish_failures_total: 'counter',
+};
 const ALLOWED = new Map([...seriesNames(AGENTRUN_METRICS), ...seriesNames(EXTRA_METRICS), ...seriesNames(TEMPORAL_METRICS), ['up', 'up']]);
 
 const KEYWORDS = new Set(['and', 'or', 'unless', 'bool', 'offset', 'by', 'without', 'on', 'ignoring', 'group_left', 'group_right', 'inf', 'nan']);
