@@ -10,10 +10,10 @@ import type { TopicRecord } from './platform';
  * time (`ts`) and further into its history (`state.history_length`); nothing else may differ.
  */
 export function sameEventText(event: RunEventEnvelope): string {
-  const { ts: _ts, payload, ...rest } = event;
-  const state = (payload as { state?: Record<string, unknown> }).state;
-  const { history_length: _length, ...stateRest } = state ?? {};
-  return JSON.stringify({ ...rest, payload: { ...payload, ...(state ? { state: stateRest } : {}) } });
+  const copy = JSON.parse(JSON.stringify(event)) as { ts?: string; payload: { state?: { history_length?: number } } };
+  delete copy.ts;
+  if (copy.payload.state) delete copy.payload.state.history_length;
+  return JSON.stringify(copy);
 }
 
 /** The distinct seqs of one run on a topic must be exactly 1..n (a retried publish may repeat one). */
