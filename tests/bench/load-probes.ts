@@ -14,7 +14,7 @@
 import { existsSync, readdirSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Client } from '@temporalio/client';
-import { eventTimeMs, eventTypeName, fetchRunHistories, type HistoryEvent } from '../support/history-counts';
+import { addCounts, countHistory, eventTimeMs, eventTypeName, fetchRunHistories, type HistoryCounts, type HistoryEvent } from '../support/history-counts';
 import { REPO_ROOT, stackEnv } from '../support/stack-env';
 
 export function percentile(values: number[], p: number): number {
@@ -316,6 +316,8 @@ export interface RunTimeline {
   activities: Map<string, { wait: number[]; run: number[] }>;
   /** The activities the run made, in order, with their run times, children's inline where started (for the bare baseline's shape). */
   shape: ShapeStep[];
+  /** Its histories counted: its executions and its children's. */
+  counts: HistoryCounts;
 }
 
 export type ShapeStep = { kind: 'activity'; type: string; ms: number } | { kind: 'child'; activities: { type: string; ms: number }[] };
@@ -364,7 +366,8 @@ export const BOOKKEEPING_ACTIVITIES = new Set(['publishRunEvents']);
 /** A run's time line: its executions and its children, fetched from Temporal. */
 export async function runTimeline(client: Client, workflowId: string): Promise<RunTimeline> {
   const h = await fetchRunHistories(client, workflowId);
-  const tl: RunTimeline = { started: NaN, closed: NaN, wft: { wait: [], run: [] }, activities: new Map(), shape: [] };
+  const counts = addCounts(...h.executions.map((e) => countHistory(e.events)), ...h.children.map((c) => countHistory(c.events)));
+  const tl: RunTimeline = { started: NaN, closed: NaN, wft: { wait: [], run: [] }, activities: new Map(), shape: [], counts };
   const childTasks = new Map<string, { type: string; ms: number }[]>();
   for (const c of h.children) childTasks.set(c.workflowId, tasksOf(c.events, tl).map(({ type, ms }) => ({ type, ms })));
   for (const [i, ex] of h.executions.entries()) {

@@ -50,6 +50,7 @@ import { Client as PgClient } from 'pg';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Worker } from '@temporalio/worker';
 import { TOPICS, type CommandOutcome } from '@agentrun/contracts';
+import { addCounts, billableActions } from '../support/history-counts';
 import { describeShape, medianShape, percentile, pool, runTimeline, Sampler, spread, type RunTimeline, type ShapeStep, type StepProbes } from './load-probes';
 import { scriptedRunShape } from '../support/invariants';
 import { Platform, uniqueId } from '../support/platform';
@@ -225,11 +226,19 @@ async function main(): Promise<void> {
       activities: { work: async (_type: string, ms: number) => (ms > 0 ? new Promise<number>((r) => setTimeout(() => r(1), ms)) : 1) },
     });
     bareRunning = bareWorker.run();
-    await bareStep(client, bareQueue, shape, 3, 1, 'bwarm');
+    const bareWarm = await bareStep(client, bareQueue, shape, 3, 1, 'bwarm');
+    const bareWarmLines = await Promise.all(bareWarm.runs.map((r) => runTimeline(client, r.id)));
 
     console.log(`\nLoad: agent.start (scripted, max_steps=${MAX_STEPS}: ${expected} events per run, TOOL_PACE_MS=0), open loop; isolated platform ${platform.id}`);
     console.log(`every run followed on SSE from the projector's first NOTIFY naming it; ladder stops on any loss or p99 publish -> terminal > ${BOUND_MS / 1000} s`);
     console.log(`bare-Temporal baseline, per run (from the warm-up runs' histories, publish activities left out): ${describeShape(shape)}`);
+    const perRun = (lines: RunTimeline[]) => {
+      const c = addCounts(...lines.map((l) => l.counts));
+      const a = billableActions(c);
+      const k = Math.max(1, lines.length);
+      return `${(c.events / k).toFixed(1)} history events, ${(c.workflowTasks.completed / k).toFixed(1)} workflow tasks, ${(c.activities.scheduled / k).toFixed(1)} activities, ${(c.upserts.events / k).toFixed(1)} upserts, ${(a.total / k).toFixed(1)} billable actions`;
+    };
+    console.log(`per run (its executions and children, warm-up runs): platform ${perRun(warmLines)} | bare ${perRun(bareWarmLines)}`);
     const header = `${'rate/s'.padStart(6)} ${'N'.padStart(3)} | ${'1st row p50/p99'.padStart(17)} | ${'1st SSE p50/p99'.padStart(17)} | ${'terminal p50/p99'.padStart(17)} | ${'Kafka p50/p99'.padStart(15)} | ${'SSE/Kafka p50,p99'.padStart(17)} | done/s | no loss`;
     const ms = (v: number) => (Number.isNaN(v) ? '-' : v.toFixed(0));
     const pair = (v: number[]) => `${ms(percentile(v, 50))} / ${ms(percentile(v, 99))} ms`;

@@ -3,7 +3,9 @@ import { addCounts, billableActions, countHistory, eventTimeMs, eventTypeName, s
 
 const T = temporal.api.enums.v1.EventType;
 let id = 0;
-const ev = (eventType: temporal.api.enums.v1.EventType, attrs: Partial<HistoryEvent> = {}): HistoryEvent => ({ eventId: ++id, eventType, ...attrs });
+/** An event as Temporal's client returns it (int64 fields as Long), from plain values. */
+// eslint-disable-next-line @typescript-eslint/no-explicit-any -- fromObject takes plain JSON-like values
+const ev = (eventType: temporal.api.enums.v1.EventType, attrs: Record<string, any> = {}): HistoryEvent => temporal.api.history.v1.HistoryEvent.fromObject({ eventId: ++id, eventType, ...attrs });
 const wft = (): HistoryEvent[] => [ev(T.EVENT_TYPE_WORKFLOW_TASK_SCHEDULED), ev(T.EVENT_TYPE_WORKFLOW_TASK_STARTED), ev(T.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)];
 const payload = (text: string) => ({ metadata: { encoding: Buffer.from('json/plain') }, data: Buffer.from(JSON.stringify(text)) });
 
@@ -39,7 +41,7 @@ describe('history counts', () => {
   it('names event types as the history does, and reads event times', () => {
     expect(eventTypeName(T.EVENT_TYPE_WORKFLOW_TASK_COMPLETED)).toBe('WorkflowTaskCompleted');
     expect(eventTypeName(T.EVENT_TYPE_UPSERT_WORKFLOW_SEARCH_ATTRIBUTES)).toBe('UpsertWorkflowSearchAttributes');
-    expect(eventTimeMs({ eventTime: { seconds: 1_700_000_000, nanos: 250_000_000 } })).toBe(1_700_000_000_250);
+    expect(eventTimeMs(ev(T.EVENT_TYPE_TIMER_FIRED, { eventTime: { seconds: 1_700_000_000, nanos: 250_000_000 } }))).toBe(1_700_000_000_250);
   });
 
   it('counts each kind of event of a hand-made history', () => {
