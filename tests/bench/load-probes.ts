@@ -372,7 +372,8 @@ export async function runTimeline(client: Client, workflowId: string): Promise<R
   for (const c of h.children) childTasks.set(c.workflowId, tasksOf(c.events, tl).map(({ type, ms }) => ({ type, ms })));
   for (const [i, ex] of h.executions.entries()) {
     if (i === 0) tl.started = eventTimeMs(ex.events[0]);
-    if (i === h.executions.length - 1) tl.closed = eventTimeMs(ex.events[ex.events.length - 1]);
+    // Still running (its last events are out, its close is not): no close time.
+    if (i === h.executions.length - 1 && ex.status !== 'RUNNING') tl.closed = eventTimeMs(ex.events[ex.events.length - 1]);
     const acts = tasksOf(ex.events, tl);
     // Merge activities and child starts in event order.
     const steps: { id: number; step: ShapeStep }[] = acts.filter((a) => !BOOKKEEPING_ACTIVITIES.has(a.type)).map((a) => ({ id: Number(a.scheduledId), step: { kind: 'activity' as const, type: a.type, ms: a.ms } }));

@@ -438,8 +438,10 @@ function timelines(items: { line: RunTimeline | undefined; from: number; to: num
     if (!line) continue;
     out.runs += 1;
     out.toStart.push(line.started - from);
-    out.inWorkflow.push(line.closed - line.started);
-    out.toTerminal.push(to - line.closed);
+    if (Number.isFinite(line.closed)) {
+      out.inWorkflow.push(line.closed - line.started);
+      out.toTerminal.push(to - line.closed);
+    }
     out.wftWait.push(...line.wft.wait);
     out.wftRun.push(...line.wft.run);
     for (const [type, a] of line.activities) {
