@@ -479,7 +479,7 @@ function printProbes(rate: number, p: StepProbes | undefined, b: StepProbes | un
     console.log(`    SDK schedule-to-start mean ms: workflow tasks ${s2s(p.wftScheduleToStartMs)}; activities ${s2s(p.activityScheduleToStartMs)}`);
     console.log(`    Postgres (platform database): active backends max ${f(p.pg.activeMax)} mean ${f(p.pg.activeMean, 1)}, lock waits max ${f(p.pg.lockWaitMax)}, ${f(p.pg.commitsPerS)} commits/s`);
     if (pl) {
-      const inFlight = (v: number[]) => f(v.reduce((s, x) => s + x, 0) / Math.max(1, pl.runs) * (rate / 1000), 2);
+      const inFlight = (v: number[]) => f((v.reduce((s, x) => s + x, 0) / Math.max(1, v.length)) * (rate / 1000), 2);
       console.log(`    runs in flight (Little: rate x mean time): command path ${inFlight(pl.toStart)}, workflow ${inFlight(pl.inWorkflow)}, after close ${inFlight(pl.toTerminal)}`);
     }
   }
