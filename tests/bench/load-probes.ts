@@ -340,7 +340,8 @@ function tasksOf(events: HistoryEvent[], into: Pick<RunTimeline, 'wft' | 'activi
         into.wft.run.push(t - (at.get(String(e.workflowTaskCompletedEventAttributes?.startedEventId)) ?? t));
         break;
       case 'ActivityTaskScheduled':
-        typeOf.set(id, e.activityTaskScheduledEventAttributes?.activityType?.name ?? '?');
+        // Named with its lane (the task queue without the platform's prefix): runTool@cpu-tools, runTool@gpu-tools.
+        typeOf.set(id, `${e.activityTaskScheduledEventAttributes?.activityType?.name ?? '?'}@${(e.activityTaskScheduledEventAttributes?.taskQueue?.name ?? '?').replace(/^t[0-9a-f]{8}\./, '')}`);
         break;
       case 'ActivityTaskCompleted': {
         const a = e.activityTaskCompletedEventAttributes;
@@ -362,6 +363,7 @@ function tasksOf(events: HistoryEvent[], into: Pick<RunTimeline, 'wft' | 'activi
 
 /** Activity types that are the platform's bookkeeping, not the agent's work: left out of the bare baseline's shape. */
 export const BOOKKEEPING_ACTIVITIES = new Set(['publishRunEvents']);
+const bookkeeping = (type: string) => BOOKKEEPING_ACTIVITIES.has(type.split('@')[0]);
 
 /** A run's time line: its executions and its children, fetched from Temporal. */
 export async function runTimeline(client: Client, workflowId: string): Promise<RunTimeline> {
@@ -376,10 +378,10 @@ export async function runTimeline(client: Client, workflowId: string): Promise<R
     if (i === h.executions.length - 1 && ex.status !== 'RUNNING') tl.closed = eventTimeMs(ex.events[ex.events.length - 1]);
     const acts = tasksOf(ex.events, tl);
     // Merge activities and child starts in event order.
-    const steps: { id: number; step: ShapeStep }[] = acts.filter((a) => !BOOKKEEPING_ACTIVITIES.has(a.type)).map((a) => ({ id: Number(a.scheduledId), step: { kind: 'activity' as const, type: a.type, ms: a.ms } }));
+    const steps: { id: number; step: ShapeStep }[] = acts.filter((a) => !bookkeeping(a.type)).map((a) => ({ id: Number(a.scheduledId), step: { kind: 'activity' as const, type: a.type, ms: a.ms } }));
     for (const e of ex.events) {
       const child = e.startChildWorkflowExecutionInitiatedEventAttributes;
-      if (child?.workflowId) steps.push({ id: Number(e.eventId), step: { kind: 'child' as const, activities: (childTasks.get(child.workflowId) ?? []).filter((a) => !BOOKKEEPING_ACTIVITIES.has(a.type)) } });
+      if (child?.workflowId) steps.push({ id: Number(e.eventId), step: { kind: 'child' as const, activities: (childTasks.get(child.workflowId) ?? []).filter((a) => !bookkeeping(a.type)) } });
     }
     tl.shape.push(...steps.sort((a, b) => a.id - b.id).map((s) => s.step));
   }

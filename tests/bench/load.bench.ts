@@ -27,12 +27,13 @@
  *
  * And the bare-Temporal baseline, a ladder of its own at the same rates and counts (it goes on after
  * the platform's stops, until it too misses the bound): the same number of runs of the same activity
- * shape on bare Temporal, no Kafka, no projector, no gateway. The shape is read from the warm-up runs'
- * histories: the activities a scripted run makes (the publish activity left out: that is the
+ * shape on bare Temporal, no Kafka, no projector, no gateway. The shape is read from the histories of
+ * 5 warm runs at 1/s: the activities a scripted run makes (the publish activity left out: that is the
  * platform's bookkeeping), in order, each taking its measured median run time, and the research
  * child where the run starts one (`bareAgentRun` in tests/bench/temporal-workload.workflows.ts, on a
- * Worker in this process with the SDK's default slots, as the platform's lanes run; started by a
- * plain Temporal client, open loop; the clock stops when the client has the result). Printed: each
+ * Worker in this process with the SDK's default slots, as the platform's lanes run, and the GPU
+ * lane's activities on a second Worker with the gpu-worker's 2 slots; started by a plain Temporal
+ * client, open loop; the clock stops when the client has the result). Printed: each
  * ladder's runs/s at the highest rate it held with p99 terminal <= 10 s, and their ratio.
  *
  * Where the queue forms, measured during every step (tests/bench/load-probes.ts): command and
@@ -151,8 +152,8 @@ async function main(): Promise<void> {
   const connection = await Connection.connect({ address: stackUrls().temporalAddress });
   const client = new Client({ connection, namespace: stackUrls().namespace });
   let bareConnection: NativeConnection | undefined;
-  let bareWorker: Worker | undefined;
-  let bareRunning: Promise<void> | undefined;
+  const bareWorkers: Worker[] = [];
+  let bareRunning: Promise<unknown> | undefined;
   try {
     // The LISTEN side: the projector's commit notices, as the gateway's hub receives them.
     await listener.connect();
@@ -209,36 +210,37 @@ async function main(): Promise<void> {
       return mine;
     };
 
-    // Warm-up, not reported: every app past its first message. Their histories give the bare baseline its shape.
-    const warm = await startRuns('warm', 3, 1);
-    const warmLines = await Promise.all(warm.map((t) => runTimeline(client, `${ORG}/${t.runId}`)));
+    // Warm-up, not reported: every app past its first message. Then 5 runs at 1/s, warm, whose
+    // histories give the bare baseline its shape (cold first runs take several times as long).
+    await startRuns('warm', 3, 1);
+    const calibration = await startRuns('shape', 5, 1);
+    const warmLines = await Promise.all(calibration.map((t) => runTimeline(client, `${ORG}/${t.runId}`)));
     const shape: ShapeStep[] = medianShape(warmLines.map((l) => l.shape));
 
-    // The bare baseline's worker, in this process, on a task queue of its own.
+    // The bare baseline's workers, in this process, on task queues of their own: one for everything
+    // (the SDK's default slots, as the platform's lanes run), one for what ran on the GPU lane, with
+    // the gpu-worker's default GPU_SLOTS (2) slots.
     const bareQueue = `${platform.prefix}bare`;
+    const bareGpuQueue = `${platform.prefix}bare-gpu`;
     const bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('./temporal-workload.workflows'), logger: new DefaultLogger('WARN') });
     bareConnection = await NativeConnection.connect({ address: stackUrls().temporalAddress });
-    bareWorker = await Worker.create({
-      connection: bareConnection,
-      namespace: stackUrls().namespace,
-      taskQueue: bareQueue,
-      workflowBundle: bundle,
-      activities: { work: async (_type: string, ms: number) => (ms > 0 ? new Promise<number>((r) => setTimeout(() => r(1), ms)) : 1) },
-    });
-    bareRunning = bareWorker.run();
-    const bareWarm = await bareStep(client, bareQueue, shape, 3, 1, 'bwarm');
+    const work = async (_type: string, ms: number) => (ms > 0 ? new Promise<number>((r) => setTimeout(() => r(1), ms)) : 1);
+    bareWorkers.push(await Worker.create({ connection: bareConnection, namespace: stackUrls().namespace, taskQueue: bareQueue, workflowBundle: bundle, activities: { work } }));
+    bareWorkers.push(await Worker.create({ connection: bareConnection, namespace: stackUrls().namespace, taskQueue: bareGpuQueue, activities: { work }, maxConcurrentActivityTaskExecutions: 2 }));
+    bareRunning = Promise.all(bareWorkers.map((w) => w.run()));
+    const bareWarm = await bareStep(client, bareQueue, bareGpuQueue, shape, 3, 1, 'bwarm');
     const bareWarmLines = await Promise.all(bareWarm.runs.map((r) => runTimeline(client, r.id)));
 
     console.log(`\nLoad: agent.start (scripted, max_steps=${MAX_STEPS}: ${expected} events per run, TOOL_PACE_MS=0), open loop; isolated platform ${platform.id}`);
     console.log(`every run followed on SSE from the projector's first NOTIFY naming it; ladder stops on any loss or p99 publish -> terminal > ${BOUND_MS / 1000} s`);
-    console.log(`bare-Temporal baseline, per run (from the warm-up runs' histories, publish activities left out): ${describeShape(shape)}`);
+    console.log(`bare-Temporal baseline, per run (median of 5 calibration runs at 1/s, publish activities left out): ${describeShape(shape)}`);
     const perRun = (lines: RunTimeline[]) => {
       const c = addCounts(...lines.map((l) => l.counts));
       const a = billableActions(c);
       const k = Math.max(1, lines.length);
       return `${(c.events / k).toFixed(1)} history events, ${(c.workflowTasks.completed / k).toFixed(1)} workflow tasks, ${(c.activities.scheduled / k).toFixed(1)} activities, ${(c.upserts.events / k).toFixed(1)} upserts, ${(a.total / k).toFixed(1)} billable actions`;
     };
-    console.log(`per run (its executions and children, warm-up runs): platform ${perRun(warmLines)} | bare ${perRun(bareWarmLines)}`);
+    console.log(`per run (its executions and children, the calibration runs): platform ${perRun(warmLines)} | bare ${perRun(bareWarmLines)}`);
     const header = `${'rate/s'.padStart(6)} ${'N'.padStart(3)} | ${'1st row p50/p99'.padStart(17)} | ${'1st SSE p50/p99'.padStart(17)} | ${'terminal p50/p99'.padStart(17)} | ${'Kafka p50/p99'.padStart(15)} | ${'SSE/Kafka p50,p99'.padStart(17)} | done/s | no loss`;
     const ms = (v: number) => (Number.isNaN(v) ? '-' : v.toFixed(0));
     const pair = (v: number[]) => `${ms(percentile(v, 50))} / ${ms(percentile(v, 99))} ms`;
@@ -263,7 +265,7 @@ async function main(): Promise<void> {
       if (bareGoing) {
         const sampler = new Sampler(appPorts(platform), platform.query.bind(platform), platform.database);
         await sampler.start();
-        const bare = await bareStep(client, bareQueue, shape, n, rate, `b${rate}-`);
+        const bare = await bareStep(client, bareQueue, bareGpuQueue, shape, n, rate, `b${rate}-`);
         bareProbes = await sampler.stop();
         const over = percentile(bare.latencies, 99) > BOUND_MS;
         bareRate.set(rate, bare.throughput);
@@ -364,10 +366,8 @@ async function main(): Promise<void> {
     if (lossless === undefined) process.exitCode = 1;
   } finally {
     await listener.end().catch(() => undefined);
-    if (bareWorker) {
-      bareWorker.shutdown();
-      await bareRunning?.catch(() => undefined);
-    }
+    for (const w of bareWorkers) if (w.getState() === 'RUNNING') w.shutdown();
+    await bareRunning?.catch(() => undefined);
     await bareConnection?.close().catch(() => undefined);
     await connection.close().catch(() => undefined);
     await platform.stop();
@@ -392,14 +392,14 @@ interface BareResult {
 }
 
 /** `n` bare runs of `shape` started at `rate`, open loop, by a plain client; each clock stops when the client has the result. */
-async function bareStep(client: Client, taskQueue: string, shape: ShapeStep[], n: number, rate: number, label: string): Promise<BareResult> {
+async function bareStep(client: Client, taskQueue: string, gpuQueue: string, shape: ShapeStep[], n: number, rate: number, label: string): Promise<BareResult> {
   const runs: { id: string; t0: number; wall0: number; end?: number; failed?: string }[] = [];
   let settled = 0;
   await openLoop(n, rate, (i) => {
     const r: (typeof runs)[number] = { id: uniqueId(`${label}${i}`), t0: performance.now(), wall0: Date.now() };
     runs.push(r);
     void client.workflow
-      .start('bareAgentRun', { taskQueue, workflowId: r.id, args: [shape] })
+      .start('bareAgentRun', { taskQueue, workflowId: r.id, args: [shape, gpuQueue] })
       .then((h) => h.result())
       .then(
         () => void (r.end = performance.now()),

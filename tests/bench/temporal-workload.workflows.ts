@@ -41,17 +41,25 @@ export type BareStep = { kind: 'activity'; type: string; ms: number } | { kind: 
 
 const { work } = proxyActivities<BareActivities>({ startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 3 } });
 
-export async function bareAgentRun(shape: BareStep[]): Promise<number> {
+/** An activity of the platform's GPU lane (`...@gpu-tools`) runs on `gpuQueue`, whose worker has as few slots as the GPU lane's. */
+function workOn(gpuQueue: string) {
+  const gpu = proxyActivities<BareActivities>({ taskQueue: gpuQueue, startToCloseTimeout: '30 seconds', retry: { maximumAttempts: 3 } });
+  return (a: { type: string; ms: number }) => (a.type.endsWith('@gpu-tools') ? gpu.work(a.type, a.ms) : work(a.type, a.ms));
+}
+
+export async function bareAgentRun(shape: BareStep[], gpuQueue: string): Promise<number> {
+  const run = workOn(gpuQueue);
   let done = 0;
   for (const [i, step] of shape.entries()) {
-    if (step.kind === 'activity') done += await work(step.type, step.ms);
-    else done += await executeChild(bareChild, { workflowId: `${workflowInfo().workflowId}/child/${i}`, args: [step.activities] });
+    if (step.kind === 'activity') done += await run(step);
+    else done += await executeChild(bareChild, { workflowId: `${workflowInfo().workflowId}/child/${i}`, args: [step.activities, gpuQueue] });
   }
   return done;
 }
 
-export async function bareChild(activities: { type: string; ms: number }[]): Promise<number> {
+export async function bareChild(activities: { type: string; ms: number }[], gpuQueue: string): Promise<number> {
+  const run = workOn(gpuQueue);
   let done = 0;
-  for (const a of activities) done += await work(a.type, a.ms);
+  for (const a of activities) done += await run(a);
   return done;
 }
