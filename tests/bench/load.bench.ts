@@ -231,6 +231,12 @@ async function main(): Promise<void> {
     const bareWarm = await bareStep(client, bareQueue, bareGpuQueue, shape, 3, 1, 'bwarm');
     const bareWarmLines = await Promise.all(bareWarm.runs.map((r) => runTimeline(client, r.id)));
 
+    // Idle: what every process uses with no run going (the stack's servers are shared with other work on the machine).
+    const idleSampler = new Sampler(appPorts(platform), platform.query.bind(platform), platform.database);
+    await idleSampler.start();
+    await new Promise((r) => setTimeout(r, 5_000));
+    const idle = await idleSampler.stop();
+
     console.log(`\nLoad: agent.start (scripted, max_steps=${MAX_STEPS}: ${expected} events per run, TOOL_PACE_MS=0), open loop; isolated platform ${platform.id}`);
     console.log(`every run followed on SSE from the projector's first NOTIFY naming it; ladder stops on any loss or p99 publish -> terminal > ${BOUND_MS / 1000} s`);
     console.log(`bare-Temporal baseline, per run (median of 5 calibration runs at 1/s, publish activities left out): ${describeShape(shape)}`);
@@ -241,6 +247,7 @@ async function main(): Promise<void> {
       return `${(c.events / k).toFixed(1)} history events, ${(c.workflowTasks.completed / k).toFixed(1)} workflow tasks, ${(c.activities.scheduled / k).toFixed(1)} activities, ${(c.upserts.events / k).toFixed(1)} upserts, ${(a.total / k).toFixed(1)} billable actions`;
     };
     console.log(`per run (its executions and children, the calibration runs): platform ${perRun(warmLines)} | bare ${perRun(bareWarmLines)}`);
+    console.log(`CPU cores, idle (5 s, no run going; the stack's servers serve other work too): ${Object.entries(idle.cpu).map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`);
     const header = `${'rate/s'.padStart(6)} ${'N'.padStart(3)} | ${'1st row p50/p99'.padStart(17)} | ${'1st SSE p50/p99'.padStart(17)} | ${'terminal p50/p99'.padStart(17)} | ${'Kafka p50/p99'.padStart(15)} | ${'SSE/Kafka p50,p99'.padStart(17)} | done/s | no loss`;
     const ms = (v: number) => (Number.isNaN(v) ? '-' : v.toFixed(0));
     const pair = (v: number[]) => `${ms(percentile(v, 50))} / ${ms(percentile(v, 99))} ms`;
