@@ -181,8 +181,8 @@ export class RunEventFanout {
       error = err ?? new Error('the batched read failed');
     }
     this.inFlight--;
+    for (const { feed } of shares) feed.reading = false;
     for (const [i, { feed, ready, after }] of shares.entries()) {
-      feed.reading = false;
       // A stream that left meanwhile gets nothing; one that joined meanwhile read for itself.
       const open = ready.filter((sink) => feed.sinks.has(sink));
       if (results === undefined) {
