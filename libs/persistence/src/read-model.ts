@@ -122,11 +122,11 @@ export class ReadModel {
     if (reads.length === 0) return out;
     const rows: { i: string; event: RunEventEnvelope; traceparent: string | null }[] = await this.db.query(
       `SELECT event, traceparent, i
-         FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS v(org, run_id, after, i)
+         FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS v(org, run_id, after_seq, i)
          JOIN runs r ON r.org = v.org AND r.run_id = v.run_id
          CROSS JOIN LATERAL (
            SELECT ev.seq, ev.event, ev.traceparent FROM run_events ev
-            WHERE ev.org = v.org AND ev.run_id = v.run_id AND ev.seq > v.after AND ev.seq <= r.last_seq
+            WHERE ev.org = v.org AND ev.run_id = v.run_id AND ev.seq > v.after_seq AND ev.seq <= r.last_seq
             ORDER BY ev.seq LIMIT $4) e
         ORDER BY i, e.seq`,
       [reads.map((r) => r.org), reads.map((r) => r.runId), reads.map((r) => r.after), limit],
