@@ -155,11 +155,11 @@ async function main(): Promise<void> {
     }
     const head = live.map((f) => `${f.count.toLocaleString('en-US')} streams`.padStart(26)).join('');
     console.log(`\nopen SSE streams (one run each), ${ROUNDS} commits of one event per stream's run, each commit one transaction`);
-    console.log(`${''.padEnd(46)}${head}`);
+    console.log(`${''.padEnd(50)}${head}`);
     const cell = (v: number[]) => `p50 ${pct(v, 50).toFixed(2).padStart(7)}  p99 ${pct(v, 99).toFixed(2).padStart(7)}`.padStart(26);
-    console.log(`${'commit -> SSE frame (ms)'.padEnd(46)}${live.map((f) => cell(f.toFrame)).join('')}`);
-    console.log(`${'baseline: commit -> NOTIFY at a bare LISTEN (ms)'.padEnd(46)}${live.map((f) => cell(f.toNotify)).join('')}`);
-    console.log(`${'frames'.padEnd(46)}${live.map((f) => String(f.toFrame.length).padStart(26)).join('')}`);
+    console.log(`${'commit -> SSE frame (ms)'.padEnd(50)}${live.map((f) => cell(f.toFrame)).join('')}`);
+    console.log(`${'baseline: commit -> NOTIFY at a bare LISTEN (ms)'.padEnd(50)}${live.map((f) => cell(f.toNotify)).join('')}`);
+    console.log(`${'frames'.padEnd(50)}${live.map((f) => String(f.toFrame.length).padStart(26)).join('')}`);
     for (const f of live) console.log(row(`${f.count} streams: commit -> SSE frame`, f.toFrame, [50, 95, 99]));
     console.log('the Python prototype polled SQLite every 0.5 s: 250 ms mean, 500 ms worst, before any work');
   } finally {
