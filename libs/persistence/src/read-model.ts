@@ -120,13 +120,15 @@ export class ReadModel {
   async eventsAfterMany(reads: readonly RunEventsRead[], limit: number): Promise<RunEventEnvelope[][]> {
     const out = reads.map((): RunEventEnvelope[] => []);
     if (reads.length === 0) return out;
+    // Each run's last_seq is looked up inside the lateral (an index probe per run): as a join, the
+    // planner hashes the whole runs table for it.
     const rows: { i: string; event: RunEventEnvelope; traceparent: string | null }[] = await this.db.query(
       `SELECT event, traceparent, i
          FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS v(org, run_id, after_seq, i)
-         JOIN runs r ON r.org = v.org AND r.run_id = v.run_id
          CROSS JOIN LATERAL (
            SELECT ev.seq, ev.event, ev.traceparent FROM run_events ev
-            WHERE ev.org = v.org AND ev.run_id = v.run_id AND ev.seq > v.after_seq AND ev.seq <= r.last_seq
+            WHERE ev.org = v.org AND ev.run_id = v.run_id AND ev.seq > v.after_seq
+              AND ev.seq <= (SELECT r.last_seq FROM runs r WHERE r.org = v.org AND r.run_id = v.run_id)
             ORDER BY ev.seq LIMIT $4) e
         ORDER BY i, e.seq`,
       [reads.map((r) => r.org), reads.map((r) => r.runId), reads.map((r) => r.after), limit],
