@@ -104,6 +104,35 @@ describe('the projection into Postgres', () => {
     expect((await readModel.eventsAfter('acme', 'r5', 0, 100)).map((e) => e.seq)).toEqual([1, 2]);
   });
 
+  it('reads many runs in one query (the live streams\' batched read): each from its own seq, its applied prefix only, its own org only, a page each', async () => {
+    const globex = (seq: number): RunEventEnvelope => ({ ...event('m7', seq, seq === 1 ? 'running' : undefined), org: 'globex' });
+    await applyRunEvents(dataSource, [1, 2, 3, 4, 5].map((seq) => event('m7', seq, seq === 1 ? 'running' : undefined)));
+    // m8: 1..2 applied, 4 stored past the gap at 3.
+    await applyRunEvents(dataSource, [event('m8', 1, 'running'), event('m8', 2), event('m8', 4)]);
+    // The same run id in another org.
+    await applyRunEvents(dataSource, [1, 2, 3].map(globex));
+    const reads = [
+      { org: 'acme', runId: 'm7', after: 1 },
+      { org: 'acme', runId: 'm8', after: 0 },
+      { org: 'acme', runId: 'no-such-run', after: 0 },
+      { org: 'globex', runId: 'm7', after: 0 },
+      { org: 'other', runId: 'm7', after: 0 },
+      { org: 'acme', runId: 'm7', after: 4 },
+    ];
+    const got = await readModel.eventsAfterMany(reads, 3);
+    expect(got.map((events) => events.map((e) => `${e.org}/${e.run_id}/${e.seq}`))).toEqual([
+      ['acme/m7/2', 'acme/m7/3', 'acme/m7/4'],
+      ['acme/m8/1', 'acme/m8/2'],
+      [],
+      ['globex/m7/1', 'globex/m7/2', 'globex/m7/3'],
+      [],
+      ['acme/m7/5'],
+    ]);
+    // The same rows as one eventsAfter per run.
+    for (const [i, r] of reads.entries()) expect(got[i]).toEqual(await readModel.eventsAfter(r.org, r.runId, r.after, 3));
+    expect(await readModel.eventsAfterMany([], 3)).toEqual([]);
+  });
+
   it('two batches of one run applied at once, each holding what fills the other\'s gap, leave the whole prefix applied', async () => {
     await applyRunEvents(dataSource, [event('r6', 1, 'running')]);
     for (let round = 0; round < 5; round++) {

@@ -30,3 +30,38 @@ describe('LiveEventsHub stream admission', () => {
     expect(h.admit('d')).toEqual({ status: 503, detail: 'this gateway holds its limit of 3 open streams (GATEWAY_SSE_MAX_STREAMS); retry later' });
   });
 });
+
+describe('LiveEventsHub notices', () => {
+  it('reads every run one notice touches in one batched query, each stream getting its own run only', async () => {
+    const calls: { reads: { org: string; runId: string; after: number }[]; limit: number }[] = [];
+    const readModel = {
+      eventsAfterMany: async (reads: { org: string; runId: string; after: number }[], limit: number) => {
+        calls.push({ reads, limit });
+        return reads.map((r) => [{ org: r.org, run_id: r.runId, seq: r.after + 1 }]);
+      },
+    } as unknown as ReadModel;
+    const config = { AGENTRUN_QUOTAS: parseQuotas(undefined), GATEWAY_SSE_MAX_STREAMS: 10 } as unknown as GatewayConfig;
+    const h = new LiveEventsHub(config, readModel);
+    const got: string[] = [];
+    for (const [org, run, cursor] of [['acme', 'a', 3], ['acme', 'b', 0], ['globex', 'a', 7]] as const) {
+      h.subscribe(org, run, {
+        cursor: () => cursor,
+        deliver: (events) => got.push(...events.map((e) => `${org}/${run}:${e.org}/${e.run_id}/${e.seq}`)),
+        wake: () => undefined,
+        fail: (err) => {
+          throw err;
+        },
+      });
+    }
+    const dispatch = (payload: string) => (h as unknown as { dispatch(p: string): void }).dispatch(payload);
+    dispatch(JSON.stringify([['acme', 'a', 4], ['acme', 'b', 1], ['globex', 'a', 8], ['acme', 'nobody-watches', 2]]));
+    await new Promise((r) => setImmediate(r));
+    expect(calls).toEqual([{ reads: [{ org: 'acme', runId: 'a', after: 3 }, { org: 'acme', runId: 'b', after: 0 }, { org: 'globex', runId: 'a', after: 7 }], limit: 500 }]);
+    expect(got).toEqual(['acme/a:acme/a/4', 'acme/b:acme/b/1', 'globex/a:globex/a/8']);
+    // `*`: every run with a stream, again in one query.
+    dispatch('*');
+    await new Promise((r) => setImmediate(r));
+    expect(calls).toHaveLength(2);
+    expect(calls[1].reads.map((r) => `${r.org}/${r.runId}`)).toEqual(['acme/a', 'acme/b', 'globex/a']);
+  });
+});

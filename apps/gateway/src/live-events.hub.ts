@@ -9,12 +9,10 @@ import type { GatewayConfig } from './config';
 /** Why a stream may not open: the org is at its quota (429), or this gateway at its own limit (503). */
 export type StreamRefusal = { status: 429 | 503; detail: string };
 
-/** Page size of the shared reads. */
-const PAGE = 500;
-
 /**
- * One LISTEN connection per gateway, fanned out in process: the projector NOTIFYs on commit, the
- * touched run's new events are read once, and every stream on it sends what is past its own cursor.
+ * One LISTEN connection per gateway, fanned out in process: the projector NOTIFYs on commit, the new
+ * events of every run the notice touched are read in one batched query, and every stream on those runs
+ * sends what is past its own cursor.
  * After a lost connection every run with a stream is read once, since notices sent meanwhile are gone.
  * It also counts the open streams, per org (AGENTRUN_QUOTAS `sse_streams`) and in all
  * (GATEWAY_SSE_MAX_STREAMS); both counts are this process's, so with several gateways an org may hold
@@ -36,7 +34,7 @@ export class LiveEventsHub implements OnModuleInit, OnApplicationShutdown, Readi
     @Inject(PLATFORM_CONFIG) private readonly config: GatewayConfig,
     readModel: ReadModel,
   ) {
-    this.fanout = new RunEventFanout((org, runId, after, limit) => readModel.eventsAfter(org, runId, after, limit), PAGE);
+    this.fanout = new RunEventFanout((reads, limit) => readModel.eventsAfterMany(reads, limit));
     processMetrics().sseStreams(() => this.open);
   }
 
@@ -114,6 +112,7 @@ export class LiveEventsHub implements OnModuleInit, OnApplicationShutdown, Readi
   private dispatch(payload: string | undefined): void {
     const touches = parseRunTouches(payload);
     if (!touches) return this.wakeAll();
+    // Touched together, read together: the fan-out reads once this loop is done.
     for (const touch of touches) this.fanout.touch(touch.org, touch.run_id);
   }
 

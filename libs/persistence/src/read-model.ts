@@ -48,6 +48,13 @@ export function storedTraceparent(event: RunEventEnvelope): string | undefined {
   return TRACEPARENTS.get(event);
 }
 
+/** One run's part of a batched read: its events after `after`. */
+export interface RunEventsRead {
+  org: string;
+  runId: string;
+  after: number;
+}
+
 export class ReadModel {
   constructor(private readonly db: DataSource) {}
 
@@ -103,6 +110,34 @@ export class ReadModel {
       if (r.traceparent) TRACEPARENTS.set(r.event, r.traceparent);
       return r.event;
     });
+  }
+
+  /**
+   * `eventsAfter` for many runs in one query: for each read, in the order given, the run's applied
+   * events after its own `after`, in seq order, at most `limit` per run (a run with none, or none
+   * applied, gets an empty list). Each read names its org: no run of another org is read.
+   */
+  async eventsAfterMany(reads: readonly RunEventsRead[], limit: number): Promise<RunEventEnvelope[][]> {
+    const out = reads.map((): RunEventEnvelope[] => []);
+    if (reads.length === 0) return out;
+    // Each run's last_seq is looked up inside the lateral (an index probe per run): as a join, the
+    // planner hashes the whole runs table for it.
+    const rows: { i: string; event: RunEventEnvelope; traceparent: string | null }[] = await this.db.query(
+      `SELECT event, traceparent, i
+         FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS v(org, run_id, after_seq, i)
+         CROSS JOIN LATERAL (
+           SELECT ev.seq, ev.event, ev.traceparent FROM run_events ev
+            WHERE ev.org = v.org AND ev.run_id = v.run_id AND ev.seq > v.after_seq
+              AND ev.seq <= (SELECT r.last_seq FROM runs r WHERE r.org = v.org AND r.run_id = v.run_id)
+            ORDER BY ev.seq LIMIT $4) e
+        ORDER BY i, e.seq`,
+      [reads.map((r) => r.org), reads.map((r) => r.runId), reads.map((r) => r.after), limit],
+    );
+    for (const r of rows) {
+      if (r.traceparent) TRACEPARENTS.set(r.event, r.traceparent);
+      out[Number(r.i) - 1].push(r.event);
+    }
+    return out;
   }
 
   /** A run exists once it has an event, or once its start was accepted (its first event may be in flight). */

@@ -1,8 +1,11 @@
 import type { RunEventEnvelope } from '@agentrun/contracts';
-import { contiguousPrefix } from './read-model';
+import { contiguousPrefix, type RunEventsRead } from './read-model';
 
-/** The read model's `eventsAfter`. */
-export type ReadEventsAfter = (org: string, runId: string, after: number, limit: number) => Promise<RunEventEnvelope[]>;
+/**
+ * The read model's `eventsAfterMany`: for each read, in the order given, the run's applied events after
+ * its `after`, in seq order, at most `limit` per run.
+ */
+export type ReadEventsAfterMany = (reads: RunEventsRead[], limit: number) => Promise<RunEventEnvelope[][]>;
 
 /** One open stream on a run, as the fan-out sees it. */
 export interface RunStreamSink {
@@ -20,52 +23,101 @@ export interface RunStreamSink {
   fail(err: unknown): void;
 }
 
+export interface RunEventFanoutOptions {
+  /** Events of one run per read at most, when it is alone in its read (default 500). */
+  page?: number;
+  /**
+   * Rows one batched read returns at most (default 10,000): each run's limit is this over the runs in
+   * the read, at least 10 and at most `page`. A run that filled its limit is read again after.
+   */
+  batchRows?: number;
+  /** Runs in one batched read at most (default 1,000); more wait for the next read. */
+  batchRuns?: number;
+  /** Batched reads in flight at once (default 2); touches meanwhile wait and fold into the next read. */
+  concurrency?: number;
+}
+
 interface Feed {
+  key: string;
   org: string;
   runId: string;
   sinks: Set<RunStreamSink>;
+  /** In a batched read now. */
   reading: boolean;
+  /** Touched while in a read: read again after it. */
   again: boolean;
 }
 
+/** One run's share of a batched read: the streams it was read for, from the lowest of their cursors. */
+interface Share {
+  feed: Feed;
+  ready: RunStreamSink[];
+  after: number;
+}
+
+/** Fewest events per run a batched read asks for, however many runs it holds. */
+const MIN_PER_RUN = 10;
+
 /**
- * Fans one read out to every stream on a run. A commit that touches a run costs one query for all the
- * streams on it, from the lowest cursor among them; each stream sends only what is past its own cursor.
- * Without this, N streams on one run cost N queries per commit, each a connection from the pool.
+ * Fans batched reads out to every stream on the touched runs. The touches of one notice (and of any
+ * notices that arrive while earlier reads are in flight) are read together: ONE query for every touched
+ * run, each run from the lowest cursor among its streams, and each stream sends only what is past its
+ * own cursor. A run already in a read is not read twice at once: touches meanwhile fold into one more
+ * read after it. Without this, 1,000 streams on 1,000 runs cost 1,000 queries per commit against the
+ * pool; with it, one.
  */
 export class RunEventFanout {
   private readonly feeds = new Map<string, Feed>();
+  /** Runs touched and not yet in a read, in the order they were touched. */
+  private readonly queue = new Set<Feed>();
+  private inFlight = 0;
+  private flushScheduled = false;
+  private readonly page: number;
+  private readonly batchRows: number;
+  private readonly batchRuns: number;
+  private readonly concurrency: number;
 
   constructor(
-    private readonly read: ReadEventsAfter,
-    private readonly page = 500,
-  ) {}
+    private readonly read: ReadEventsAfterMany,
+    options: RunEventFanoutOptions = {},
+  ) {
+    this.page = options.page ?? 500;
+    this.batchRows = options.batchRows ?? 10_000;
+    this.batchRuns = options.batchRuns ?? 1_000;
+    this.concurrency = options.concurrency ?? 2;
+  }
 
   /** Adds a stream to its run's feed; returns the function that removes it. */
   subscribe(org: string, runId: string, sink: RunStreamSink): () => void {
     const k = key(org, runId);
     let feed = this.feeds.get(k);
     if (!feed) {
-      feed = { org, runId, sinks: new Set(), reading: false, again: false };
+      feed = { key: k, org, runId, sinks: new Set(), reading: false, again: false };
       this.feeds.set(k, feed);
     }
     const own = feed;
     own.sinks.add(sink);
     return () => {
       own.sinks.delete(sink);
-      if (own.sinks.size === 0 && this.feeds.get(k) === own) this.feeds.delete(k);
+      if (own.sinks.size === 0 && this.feeds.get(k) === own) {
+        this.feeds.delete(k);
+        this.queue.delete(own);
+      }
     };
   }
 
-  /** The run may have new events. */
+  /** The run may have new events. Touches made in one go (one notice) are read in one query. */
   touch(org: string, runId: string): void {
     const feed = this.feeds.get(key(org, runId));
-    if (feed) void this.pump(feed);
+    if (!feed) return;
+    this.mark(feed);
+    this.schedule();
   }
 
-  /** Every run may have new events (notices were lost with the LISTEN connection). */
+  /** Every run may have new events (notices were lost with the LISTEN connection, or a notice said `*`). */
   touchAll(): void {
-    for (const feed of this.feeds.values()) void this.pump(feed);
+    for (const feed of this.feeds.values()) this.mark(feed);
+    this.schedule();
   }
 
   /** Streams open, every run together. */
@@ -75,41 +127,96 @@ export class RunEventFanout {
     return n;
   }
 
-  private async pump(feed: Feed): Promise<void> {
+  /** Batched reads in flight now. */
+  get reading(): number {
+    return this.inFlight;
+  }
+
+  private mark(feed: Feed): void {
     for (const sink of feed.sinks) if (sink.cursor() === undefined) sink.wake();
-    // Touches during a read are folded into one more read after it.
-    if (feed.reading) {
-      feed.again = true;
-      return;
-    }
-    feed.reading = true;
-    try {
-      do {
+    if (feed.reading) feed.again = true;
+    else this.queue.add(feed);
+  }
+
+  /** Reads once the caller's synchronous run of touches is over, so they share one query. */
+  private schedule(): void {
+    if (this.flushScheduled) return;
+    this.flushScheduled = true;
+    queueMicrotask(() => {
+      this.flushScheduled = false;
+      this.flush();
+    });
+  }
+
+  private flush(): void {
+    while (this.inFlight < this.concurrency && this.queue.size > 0) {
+      const shares: Share[] = [];
+      for (const feed of this.queue) {
+        if (shares.length >= this.batchRuns) break;
+        this.queue.delete(feed);
+        if (this.feeds.get(feed.key) !== feed) continue;
+        // Streams still reading their backlog were woken by the touch and read for themselves.
+        const ready = [...feed.sinks].filter((s) => s.cursor() !== undefined);
+        if (ready.length === 0) continue;
+        feed.reading = true;
         feed.again = false;
-        let previous: number | undefined;
-        for (;;) {
-          const ready = [...feed.sinks].filter((s) => s.cursor() !== undefined);
-          if (ready.length === 0) break;
-          const after = Math.min(...ready.map((s) => s.cursor() as number));
-          // A full page that moved no stream (one that stopped sending) is not read again.
-          if (after === previous) break;
-          previous = after;
-          let events: RunEventEnvelope[];
-          try {
-            events = contiguousPrefix(await this.read(feed.org, feed.runId, after, this.page), after);
-          } catch (err) {
-            for (const sink of ready) if (feed.sinks.has(sink)) sink.fail(err);
-            return;
-          }
-          // A stream that left meanwhile gets nothing; one that joined meanwhile reads for itself.
-          for (const sink of ready) if (feed.sinks.has(sink)) sink.deliver(events, after);
-          if (events.length < this.page) break;
-        }
-      } while (feed.again);
-    } finally {
-      feed.reading = false;
+        shares.push({ feed, ready, after: Math.min(...ready.map((s) => s.cursor() as number)) });
+      }
+      if (shares.length === 0) continue;
+      this.inFlight++;
+      void this.readShares(shares);
     }
   }
+
+  private async readShares(shares: Share[]): Promise<void> {
+    const limit = Math.min(this.page, Math.max(MIN_PER_RUN, Math.floor(this.batchRows / shares.length)));
+    let results: RunEventEnvelope[][] | undefined;
+    let error: unknown;
+    try {
+      results = await this.read(
+        shares.map((s) => ({ org: s.feed.org, runId: s.feed.runId, after: s.after })),
+        limit,
+      );
+    } catch (err) {
+      error = err ?? new Error('the batched read failed');
+    }
+    this.inFlight--;
+    for (const { feed } of shares) feed.reading = false;
+    for (const [i, { feed, ready, after }] of shares.entries()) {
+      // A stream that left meanwhile gets nothing; one that joined meanwhile read for itself.
+      const open = ready.filter((sink) => feed.sinks.has(sink));
+      if (results === undefined) {
+        for (const sink of open) sink.fail(error);
+      } else {
+        const rows = results[i] ?? [];
+        const events = contiguousPrefix(rows, after);
+        for (const sink of open) {
+          try {
+            sink.deliver(events, after);
+          } catch (err) {
+            sink.fail(err);
+          }
+        }
+        // A full page: read on from the new lowest cursor, unless it moved no stream (one that
+        // stopped sending is not read again until the next touch).
+        if (rows.length >= limit && !feed.again && this.feeds.get(feed.key) === feed) {
+          const next = lowestCursor(feed);
+          if (next !== undefined && next > after) this.queue.add(feed);
+        }
+      }
+      if (feed.again && this.feeds.get(feed.key) === feed) this.queue.add(feed);
+    }
+    this.flush();
+  }
+}
+
+function lowestCursor(feed: Feed): number | undefined {
+  let low: number | undefined;
+  for (const sink of feed.sinks) {
+    const c = sink.cursor();
+    if (c !== undefined && (low === undefined || c < low)) low = c;
+  }
+  return low;
 }
 
 function key(org: string, runId: string): string {
