@@ -2,6 +2,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { temporal } from '@temporalio/proto';
 import { Worker } from '@temporalio/worker';
+import { REPLAY_SINKS } from '../support/histories';
 import { REPO_ROOT } from '../support/stack-env';
 
 /**
@@ -45,7 +46,7 @@ describe('workflow code replays the saved histories', () => {
   it.each(files)('%s replays without nondeterminism', async (file) => {
     const history = temporal.api.history.v1.History.decode(readFileSync(join(dir, file)));
     await Worker.runReplayHistory(
-      { workflowBundle: { codePath: join(REPO_ROOT, 'libs/workflows/dist/workflow-bundle.js') }, replayName: file },
+      { workflowBundle: { codePath: join(REPO_ROOT, 'libs/workflows/dist/workflow-bundle.js') }, replayName: file, sinks: REPLAY_SINKS },
       history,
       workflowIds[file],
     );
