@@ -4,7 +4,8 @@ import type { RunEventEnvelope } from '@agentrun/contracts';
 import { EventSigner, EventVerifier, type KafkaBus, type OutboundMessage } from '@agentrun/kafka';
 import type { FaultPoints } from '@agentrun/config';
 import { contextOfTraceparent, initTracing, inSpan, processMetrics, resetTracingForTests, tracingState } from '@agentrun/telemetry';
-import { createPublishActivities, requestsOf, RunEventPublisher, TRACEPARENT_MEMO } from './publish.activities';
+import { TRACEPARENT_MEMO } from '@agentrun/workflows';
+import { createPublishActivities, requestsOf, RunEventPublisher } from './publish.activities';
 
 const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 const TRACEPARENT = `00-${TRACE_ID}-b7ad6b7169203331-01`;

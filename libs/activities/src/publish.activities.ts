@@ -2,7 +2,7 @@ import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { ApplicationFailure } from '@temporalio/common';
 import { noFaults, type FaultPoints } from '@agentrun/config';
 import type { EventSigner, KafkaBus } from '@agentrun/kafka';
-import type { PublishActivities } from '@agentrun/workflows';
+import { TRACEPARENT_MEMO, type PublishActivities } from '@agentrun/workflows';
 import { SpanKind, type Context } from '@opentelemetry/api';
 import { contextOfTraceparent, inSpan, processMetrics, traceHeaders } from '@agentrun/telemetry';
 
@@ -84,8 +84,6 @@ export interface EmittingWorkflow {
   memo?: Record<string, unknown>;
 }
 
-/** The memo entry that holds the `traceparent` a run was started in; its events' send spans are its children. */
-export const TRACEPARENT_MEMO = 'traceparent';
 
 export interface PublisherOptions {
   /** The first wait after a failed attempt, doubled up to `maxBackoffMs`. */

@@ -8,4 +8,4 @@ export { ResearchAgent } from './research-agent.workflow';
 export * from './conversation';
 export * from './eval-run.types';
 export { EvalRun, approveUpdate, cancelEvalSignal, evalStatusQuery } from './eval-run.workflow';
-export { PUBLISH_BY_SINK_PATCH, type RunEventSinks } from './outbox';
+export { PUBLISH_BY_SINK_PATCH, TRACEPARENT_MEMO, type RunEventSinks } from './outbox';

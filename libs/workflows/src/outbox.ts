@@ -55,6 +55,12 @@ export interface RunEventSinks extends Sinks {
   };
 }
 
+/**
+ * The memo entry that holds the `traceparent` a run was started in (written by the starter, kept by
+ * continue-as-new): the sink's send spans are its children, so a run's events share its trace.
+ */
+export const TRACEPARENT_MEMO = 'traceparent';
+
 /** Marks the executions that publish through the sink; those recorded before it publish by activity. */
 export const PUBLISH_BY_SINK_PATCH = 'run-events-published-by-the-workflow-task';
 

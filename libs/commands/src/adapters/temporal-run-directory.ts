@@ -19,6 +19,7 @@ import {
   resumeSignal,
   RUN_KIND_KEY,
   RUN_PARENT_KEY,
+  TRACEPARENT_MEMO,
   type EvalRunState,
 } from '@agentrun/workflows';
 import { currentTraceparent } from '@agentrun/telemetry';
@@ -27,12 +28,6 @@ import type { RunDirectoryPort, RunSignal, RunUpdate, RunView, StartRunRequest }
 
 /** Where the id of the command that started a run is kept, to recognise our own earlier start. */
 const START_COMMAND_MEMO = 'start_command_id';
-/**
- * Where the trace a run was started in is kept (the span active at the start: the command's): the
- * workflow worker's run-event sink makes each send span its child, so a run's events share its trace.
- * Continue-as-new keeps the memo.
- */
-const TRACEPARENT_MEMO = 'traceparent';
 const KIND_OF_WORKFLOW_TYPE: Record<string, RunKind> = { AgentRun: 'agent', EvalRun: 'eval' };
 const TRANSIENT_GRPC = new Set<number>([grpcStatus.UNAVAILABLE, grpcStatus.DEADLINE_EXCEEDED, grpcStatus.RESOURCE_EXHAUSTED, grpcStatus.ABORTED, grpcStatus.UNKNOWN]);
 
