@@ -144,7 +144,13 @@ async function kafkaBaseline(platform: Platform, topic: string, n: number, rate:
 
 async function main(): Promise<void> {
   const expected = scriptedRunShape(MAX_STEPS).events;
-  const platform = new Platform({ TOOL_PACE_MS: '0' });
+  // The bench's one org holds every run in flight and a stream on each: its quotas (20 streams, 100
+  // active runs by default) would refuse them long before the platform runs out of anything else.
+  const platform = new Platform({
+    TOOL_PACE_MS: '0',
+    AGENTRUN_QUOTAS: JSON.stringify({ default: { sse_streams: 100_000, active_runs: 100_000 } }),
+    GATEWAY_SSE_MAX_STREAMS: '100000',
+  });
   await platform.start();
   const listener = new PgClient({ connectionString: stackUrls().databaseUrl(platform.database) });
   const tracks = new Map<string, RunTrack>();

@@ -1,5 +1,5 @@
 import type { RunEventEnvelope, RunStatus } from '@agentrun/contracts';
-import { applyRunEvents, createDataSource, migrate, ReadModel, RUN_EVENTS_CHANNEL, shippedMigrations } from '@agentrun/persistence';
+import { applyRunEvents, contiguousPrefix, createDataSource, migrate, ReadModel, RUN_EVENTS_CHANNEL, shippedMigrations } from '@agentrun/persistence';
 import { Client } from 'pg';
 import type { DataSource } from 'typeorm';
 import { freshDatabase } from '../support/database';
@@ -120,7 +120,7 @@ describe('the projection into Postgres', () => {
       { org: 'acme', runId: 'm7', after: 4 },
     ];
     const got = await readModel.eventsAfterMany(reads, 3);
-    expect(got.map((events) => events.map((e) => `${e.org}/${e.run_id}/${e.seq}`))).toEqual([
+    expect(got.map((events) => events.map(({ event: e }) => `${e.org}/${e.run_id}/${e.seq}`))).toEqual([
       ['acme/m7/2', 'acme/m7/3', 'acme/m7/4'],
       ['acme/m8/1', 'acme/m8/2'],
       [],
@@ -128,9 +128,15 @@ describe('the projection into Postgres', () => {
       [],
       ['acme/m7/5'],
     ]);
+    expect(got[1][0]).toEqual({ seq: 1, event: event('m8', 1, 'running'), traceparent: null });
     // The same rows as one eventsAfter per run.
     for (const [i, r] of reads.entries()) expect(got[i]).toEqual(await readModel.eventsAfter(r.org, r.runId, r.after, 3));
     expect(await readModel.eventsAfterMany([], 3)).toEqual([]);
+    // From a seq known to be applied the run's bound is not looked up, and the contiguous prefix is the same.
+    const known = await readModel.eventsAfterMany(reads.map((r) => ({ ...r, afterApplied: true })), 3);
+    expect(known.map((events, i) => contiguousPrefix(events, reads[i].after))).toEqual(got);
+    // A resume point only claimed (3, in m8's gap) is checked against the bound: 4 is stored, not applied.
+    expect(await readModel.eventsAfterMany([{ org: 'acme', runId: 'm8', after: 3 }], 3)).toEqual([[]]);
   });
 
   it('two batches of one run applied at once, each holding what fills the other\'s gap, leave the whole prefix applied', async () => {

@@ -37,7 +37,7 @@ describe('LiveEventsHub notices', () => {
     const readModel = {
       eventsAfterMany: async (reads: { org: string; runId: string; after: number }[], limit: number) => {
         calls.push({ reads, limit });
-        return reads.map((r) => [{ org: r.org, run_id: r.runId, seq: r.after + 1 }]);
+        return reads.map((r) => [{ seq: r.after + 1, event: { org: r.org, run_id: r.runId, seq: r.after + 1 }, traceparent: null }]);
       },
     } as unknown as ReadModel;
     const config = { AGENTRUN_QUOTAS: parseQuotas(undefined), GATEWAY_SSE_MAX_STREAMS: 10 } as unknown as GatewayConfig;
@@ -46,7 +46,7 @@ describe('LiveEventsHub notices', () => {
     for (const [org, run, cursor] of [['acme', 'a', 3], ['acme', 'b', 0], ['globex', 'a', 7]] as const) {
       h.subscribe(org, run, {
         cursor: () => cursor,
-        deliver: (events) => got.push(...events.map((e) => `${org}/${run}:${e.org}/${e.run_id}/${e.seq}`)),
+        deliver: (events) => got.push(...events.map(({ event: e }) => `${org}/${run}:${e.org}/${e.run_id}/${e.seq}`)),
         wake: () => undefined,
         fail: (err) => {
           throw err;
@@ -56,7 +56,16 @@ describe('LiveEventsHub notices', () => {
     const dispatch = (payload: string) => (h as unknown as { dispatch(p: string): void }).dispatch(payload);
     dispatch(JSON.stringify([['acme', 'a', 4], ['acme', 'b', 1], ['globex', 'a', 8], ['acme', 'nobody-watches', 2]]));
     await new Promise((r) => setImmediate(r));
-    expect(calls).toEqual([{ reads: [{ org: 'acme', runId: 'a', after: 3 }, { org: 'acme', runId: 'b', after: 0 }, { org: 'globex', runId: 'a', after: 7 }], limit: 500 }]);
+    expect(calls).toEqual([
+      {
+        reads: [
+          { org: 'acme', runId: 'a', after: 3, afterApplied: false },
+          { org: 'acme', runId: 'b', after: 0, afterApplied: false },
+          { org: 'globex', runId: 'a', after: 7, afterApplied: false },
+        ],
+        limit: 500,
+      },
+    ]);
     expect(got).toEqual(['acme/a:acme/a/4', 'acme/b:acme/b/1', 'globex/a:globex/a/8']);
     // `*`: every run with a stream, again in one query.
     dispatch('*');

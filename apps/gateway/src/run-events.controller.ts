@@ -1,7 +1,7 @@
 import { Controller, Get, Inject, Logger, Param, Query, Req, Res, UseGuards } from '@nestjs/common';
 import { ApiHeader, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { isTerminal, type RunEventEnvelope } from '@agentrun/contracts';
-import { contiguousPrefix, ReadModel, storedTraceparent } from '@agentrun/persistence';
+import { contiguousPrefix, ReadModel, type StoredRunEvent } from '@agentrun/persistence';
 import { contextOfTraceparent, inSpanSync } from '@agentrun/telemetry';
 import { SpanKind } from '@opentelemetry/api';
 import { PLATFORM_CONFIG } from '@agentrun/runtime';
@@ -94,6 +94,8 @@ export class RunEventsController {
   ): Promise<void> {
     const runId = requireRunId(id);
     let last = parseAfter(req.header('last-event-id'), afterQuery);
+    // `last` is a seq the read model applied: 0, or one this stream sent (not a resume point merely claimed).
+    let lastApplied = last === 0;
     if (!(await this.readModel.runExists(org, runId))) throw new ProblemException(404, 'run not found', `no run '${runId}' in org ${org}`);
     if (res.destroyed) return;
     const slot = this.hub.admit(org);
@@ -134,17 +136,18 @@ export class RunEventsController {
       finish();
     };
     /** Sends the events past `last` (contiguous from it); true when the run ended and the stream with it. */
-    const send = (events: RunEventEnvelope[]): boolean => {
-      for (const event of events) {
+    const send = (events: StoredRunEvent[]): boolean => {
+      for (const { event, traceparent } of events) {
         if (event.seq <= last) continue;
         // A span per frame, a child of the span that published the event (its stored traceparent).
-        inSpanSync('send sse frame', { kind: SpanKind.PRODUCER, parent: contextOfTraceparent(storedTraceparent(event)), attributes: { 'agentrun.run_id': runId, 'agentrun.seq': event.seq, 'agentrun.event_type': event.type } }, () =>
+        inSpanSync('send sse frame', { kind: SpanKind.PRODUCER, parent: contextOfTraceparent(traceparent), attributes: { 'agentrun.run_id': runId, 'agentrun.seq': event.seq, 'agentrun.event_type': event.type } }, () =>
           res.write(frame(event)),
         );
         // One observation per frame written: from the event's ts to now.
         const delay = secondsSince(event.ts);
         if (delay !== undefined) this.visible.observe(delay);
         last = event.seq;
+        lastApplied = true;
         if (event.payload?.state && isTerminal(String(event.payload.state.status))) {
           res.write(`event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: last })}\n\n`);
           finish();
@@ -189,6 +192,7 @@ export class RunEventsController {
     // Subscribe before the first read, so a commit between the two is not missed.
     const unsubscribe = this.hub.subscribe(org, runId, {
       cursor: () => (catchingUp || closed ? undefined : last),
+      cursorApplied: () => lastApplied,
       wake: () => {
         again = true;
       },

@@ -39,22 +39,31 @@ function toSummary(row: RunRecord): RunSummary {
 
 const RUN_COLUMNS = 'run_id, kind, status, model, parent_run_id, created_at, updated_at, last_seq, state';
 
-/** Queries the gateway serves. Every one is scoped to a single org: another org's run is no run. */
-/** The `traceparent` stored with events read by `eventsAfter`, by the event object read (gone with it). */
-const TRACEPARENTS = new WeakMap<RunEventEnvelope, string>();
-
-/** The `traceparent` a run event read by `ReadModel.eventsAfter` was published with, if it had one. */
-export function storedTraceparent(event: RunEventEnvelope): string | undefined {
-  return TRACEPARENTS.get(event);
+/** A stored run event as a live stream reads it: the event, and the trace context it was published in. */
+export interface StoredRunEvent {
+  seq: number;
+  event: RunEventEnvelope;
+  /** The W3C traceparent the event was published with, if it had one (the SSE frame's span is its child). */
+  traceparent: string | null;
 }
+
+/** The columns of a `StoredRunEvent`, from `run_events` as `ev`. */
+const STORED_EVENT_COLUMNS = 'ev.seq, ev.event, ev.traceparent';
 
 /** One run's part of a batched read: its events after `after`. */
 export interface RunEventsRead {
   org: string;
   runId: string;
   after: number;
+  /**
+   * `after` is a seq the read model has already applied (0, or one a stream was sent). Every stored seq
+   * that follows it without a gap is then applied too (a batch stores and applies in one transaction),
+   * so the read need not look up the run's applied bound; a resume point a client merely claimed has to.
+   */
+  afterApplied?: boolean;
 }
 
+/** Queries the gateway serves. Every one is scoped to a single org: another org's run is no run. */
 export class ReadModel {
   constructor(private readonly db: DataSource) {}
 
@@ -97,19 +106,14 @@ export class ReadModel {
     return rows.map((r) => r.event).reverse();
   }
 
-  /**
-   * Applied events after `seq`, in order, up to `limit`. Callers send only the contiguous prefix. The
-   * `traceparent` each was published with is kept beside it (`storedTraceparent`), for the SSE frame's span.
-   */
-  async eventsAfter(org: string, runId: string, seq: number, limit: number): Promise<RunEventEnvelope[]> {
-    const rows: { event: RunEventEnvelope; traceparent: string | null }[] = await this.db.query(
-      `SELECT event, traceparent FROM run_events WHERE org = $1 AND run_id = $2 AND seq > $3 AND seq <= (SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2) ORDER BY seq LIMIT $4`,
+  /** Applied events after `seq`, in order, up to `limit`, as streams send them. Callers send only the contiguous prefix. */
+  async eventsAfter(org: string, runId: string, seq: number, limit: number): Promise<StoredRunEvent[]> {
+    return this.db.query(
+      `SELECT ${STORED_EVENT_COLUMNS} FROM run_events ev
+        WHERE ev.org = $1 AND ev.run_id = $2 AND ev.seq > $3 AND ev.seq <= (SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2)
+        ORDER BY ev.seq LIMIT $4`,
       [org, runId, seq, limit],
     );
-    return rows.map((r) => {
-      if (r.traceparent) TRACEPARENTS.set(r.event, r.traceparent);
-      return r.event;
-    });
   }
 
   /**
@@ -117,26 +121,25 @@ export class ReadModel {
    * events after its own `after`, in seq order, at most `limit` per run (a run with none, or none
    * applied, gets an empty list). Each read names its org: no run of another org is read.
    */
-  async eventsAfterMany(reads: readonly RunEventsRead[], limit: number): Promise<RunEventEnvelope[][]> {
-    const out = reads.map((): RunEventEnvelope[] => []);
+  async eventsAfterMany(reads: readonly RunEventsRead[], limit: number): Promise<StoredRunEvent[][]> {
+    const out = reads.map((): StoredRunEvent[] => []);
     if (reads.length === 0) return out;
-    // Each run's last_seq is looked up inside the lateral (an index probe per run): as a join, the
-    // planner hashes the whole runs table for it.
-    const rows: { i: string; event: RunEventEnvelope; traceparent: string | null }[] = await this.db.query(
-      `SELECT event, traceparent, i
-         FROM unnest($1::text[], $2::text[], $3::int[]) WITH ORDINALITY AS v(org, run_id, after_seq, i)
+    // A run's last_seq is looked up inside the lateral (an index probe per run: as a join, the planner
+    // hashes the whole runs table for it), and only for a read whose `after` is not known to be applied:
+    // COALESCE evaluates its second argument only when the first is null. Callers keep the contiguous
+    // prefix, which from an applied seq is exactly the applied events.
+    const rows: (StoredRunEvent & { i: string })[] = await this.db.query(
+      `SELECT e.*, i
+         FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) WITH ORDINALITY AS v(org, run_id, after_seq, bound, i)
          CROSS JOIN LATERAL (
-           SELECT ev.seq, ev.event, ev.traceparent FROM run_events ev
+           SELECT ${STORED_EVENT_COLUMNS} FROM run_events ev
             WHERE ev.org = v.org AND ev.run_id = v.run_id AND ev.seq > v.after_seq
-              AND ev.seq <= (SELECT r.last_seq FROM runs r WHERE r.org = v.org AND r.run_id = v.run_id)
-            ORDER BY ev.seq LIMIT $4) e
+              AND ev.seq <= COALESCE(v.bound, (SELECT r.last_seq FROM runs r WHERE r.org = v.org AND r.run_id = v.run_id))
+            ORDER BY ev.seq LIMIT $5) e
         ORDER BY i, e.seq`,
-      [reads.map((r) => r.org), reads.map((r) => r.runId), reads.map((r) => r.after), limit],
+      [reads.map((r) => r.org), reads.map((r) => r.runId), reads.map((r) => r.after), reads.map((r) => (r.afterApplied ? MAX_SEQ : null)), limit],
     );
-    for (const r of rows) {
-      if (r.traceparent) TRACEPARENTS.set(r.event, r.traceparent);
-      out[Number(r.i) - 1].push(r.event);
-    }
+    for (const { i, ...event } of rows) out[Number(i) - 1].push(event);
     return out;
   }
 
@@ -176,12 +179,15 @@ export class ReadModel {
   }
 }
 
+/** Above every seq (seqs are int4): the bound of a read that needs no applied-bound probe. */
+const MAX_SEQ = 2_147_483_647;
+
 /** Statuses of a run that holds capacity: `status = ANY(...)` keeps the count on the (org, status) index. */
 const ACTIVE_STATUSES: string[] = RUN_STATUSES.filter((s) => !TERMINAL_STATUSES.includes(s) && s !== 'awaiting_review');
 
 /** The longest run of seqs `after+1, after+2, ...` at the start of `events` (sorted by seq). */
-export function contiguousPrefix(events: RunEventEnvelope[], after: number): RunEventEnvelope[] {
-  const out: RunEventEnvelope[] = [];
+export function contiguousPrefix<E extends { seq: number }>(events: E[], after: number): E[] {
+  const out: E[] = [];
   let expected = after + 1;
   for (const event of events) {
     if (event.seq < expected) continue;

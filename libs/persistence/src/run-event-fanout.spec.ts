@@ -1,19 +1,22 @@
 import type { RunEventEnvelope } from '@agentrun/contracts';
-import type { RunEventsRead } from './read-model';
+import type { RunEventsRead, StoredRunEvent } from './read-model';
 import { RunEventFanout, type RunStreamSink } from './run-event-fanout';
 
-function event(seq: number, org = 'acme', runId = 'r1'): RunEventEnvelope {
-  return { org, run_id: runId, seq, type: 'step_completed', ts: '2026-01-01T00:00:00.000Z', payload: {} } as unknown as RunEventEnvelope;
+function event(seq: number, org = 'acme', runId = 'r1'): StoredRunEvent {
+  return { seq, event: { org, run_id: runId, seq, type: 'step_completed', ts: '2026-01-01T00:00:00.000Z', payload: {} } as unknown as RunEventEnvelope, traceparent: null };
 }
 
 /** Stored events by run, and every batched read made against them (what each asked for). */
 function store() {
-  const runs = new Map<string, RunEventEnvelope[]>();
+  const runs = new Map<string, StoredRunEvent[]>();
   const reads: { runs: string[]; afters: number[]; limit: number }[] = [];
+  /** Per read, which runs it was told start at an applied seq. */
+  const applied: boolean[][] = [];
   let gate: Promise<void> = Promise.resolve();
   const k = (org: string, runId: string) => `${org}/${runId}`;
   const db = {
     reads,
+    applied,
     /** Appends events with these seqs to the run (seqs may leave a gap, as a stored-but-unapplied tail would not). */
     add(org: string, runId: string, ...seqs: number[]): void {
       const list = runs.get(k(org, runId)) ?? [];
@@ -28,8 +31,9 @@ function store() {
       return release;
     },
     failNext: undefined as Error | undefined,
-    read: async (batch: RunEventsRead[], limit: number): Promise<RunEventEnvelope[][]> => {
+    read: async (batch: RunEventsRead[], limit: number): Promise<StoredRunEvent[][]> => {
       reads.push({ runs: batch.map((r) => k(r.org, r.runId)), afters: batch.map((r) => r.after), limit });
+      applied.push(batch.map((r) => r.afterApplied === true));
       const failure = db.failNext;
       db.failNext = undefined;
       // What the query sees is what was committed when it started.
@@ -42,15 +46,20 @@ function store() {
   return db;
 }
 
-/** A stream that has caught up to `from` and sends what it is handed past its cursor, once each. */
-function sink(from: number) {
+/**
+ * A stream that has caught up to `from` and sends what it is handed past its cursor, once each. Its
+ * cursor is applied unless `from` was only claimed (a client's resume point), until it sends a seq.
+ */
+function sink(from: number, { claimed = false } = {}) {
   let last = from;
+  let applied = !claimed;
   const s: RunStreamSink & { sent: number[]; gaps: number; failures: unknown[]; woken: number } = {
     sent: [],
     gaps: 0,
     failures: [],
     woken: 0,
     cursor: () => last,
+    cursorApplied: () => applied,
     deliver(events, after) {
       if (after > last) {
         s.gaps++;
@@ -61,6 +70,7 @@ function sink(from: number) {
         if (e.seq !== last + 1) throw new Error(`seq ${e.seq} after ${last}: not contiguous`);
         s.sent.push(e.seq);
         last = e.seq;
+        applied = true;
       }
     },
     wake: () => void s.woken++,
@@ -71,7 +81,7 @@ function sink(from: number) {
 
 /** Lets every queued read and delivery run (the fan-out reads after a microtask, the store after a turn). */
 const settle = async () => {
-  for (let i = 0; i < 5; i++) await new Promise((r) => setImmediate(r));
+  for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
 };
 
 describe('RunEventFanout', () => {
@@ -321,6 +331,69 @@ describe('RunEventFanout', () => {
     expect(late.sent).toEqual([]);
     expect(late.gaps).toBe(0);
     expect(woken).toBe(2);
+  });
+
+  it('tells the read when its starting seq is known to be applied (a stream at it sent it), so the run\'s bound need not be looked up', async () => {
+    const db = store();
+    const fanout = new RunEventFanout(db.read);
+    // a: the lowest stream's cursor is applied; b: the lowest only claimed, though another is applied;
+    // c: a claimed cursor equal to an applied one's.
+    db.add('acme', 'a', 1, 2, 3);
+    db.add('acme', 'b', 1, 2, 3);
+    db.add('acme', 'c', 1, 2, 3);
+    fanout.subscribe('acme', 'a', sink(1));
+    fanout.subscribe('acme', 'a', sink(2, { claimed: true }));
+    const claimed = sink(1, { claimed: true });
+    fanout.subscribe('acme', 'b', claimed);
+    fanout.subscribe('acme', 'b', sink(2));
+    fanout.subscribe('acme', 'c', sink(2, { claimed: true }));
+    fanout.subscribe('acme', 'c', sink(2));
+    fanout.touchAll();
+    await settle();
+    expect(db.reads[0].afters).toEqual([1, 1, 2]);
+    expect(db.applied[0]).toEqual([true, false, true]);
+    expect(claimed.sent).toEqual([2, 3]);
+    // Once it has sent a seq, the claimed stream's cursor is one the read model applied.
+    db.add('acme', 'b', 4);
+    fanout.touch('acme', 'b');
+    await settle();
+    expect(db.reads[1]).toEqual({ runs: ['acme/b'], afters: [3], limit: 500 });
+    expect(db.applied[1]).toEqual([true]);
+  });
+
+  it('hands a big read over in slices with a turn of the event loop between them; a run waiting for its slice is not read again until handed', async () => {
+    const db = store();
+    const fanout = new RunEventFanout(db.read, { deliverySlice: 2 });
+    let turned = false;
+    const order: string[] = [];
+    const streams = ['a', 'b', 'c', 'd', 'e'].map((r) => {
+      db.add('acme', r, 1);
+      const s = sink(0);
+      const deliver = s.deliver.bind(s);
+      s.deliver = (events, after) => {
+        order.push(`${r}:${turned ? 'later turn' : 'first turn'}`);
+        // Queued during the first slice: runs before the second. It touches e, whose slice is still to come.
+        if (r === 'a') {
+          setImmediate(() => {
+            turned = true;
+            db.add('acme', 'e', 2);
+            fanout.touch('acme', 'e');
+          });
+        }
+        deliver(events, after);
+      };
+      fanout.subscribe('acme', r, s);
+      return s;
+    });
+    fanout.touchAll();
+    await settle();
+    expect(order).toEqual(['a:first turn', 'b:first turn', 'c:later turn', 'd:later turn', 'e:later turn', 'e:later turn']);
+    // e was touched while its read was still being handed over: one more read after, from its new cursor.
+    expect(db.reads.map((r) => [r.runs.length, r.afters.at(-1)])).toEqual([
+      [5, 0],
+      [1, 1],
+    ]);
+    expect(streams.map((s) => s.sent)).toEqual([[1], [1], [1], [1], [1, 2]]);
   });
 
   it('hands a failed read to every stream it was for, and reads again at the next touch', async () => {

@@ -1,22 +1,26 @@
-import type { RunEventEnvelope } from '@agentrun/contracts';
-import { contiguousPrefix, type RunEventsRead } from './read-model';
+import { contiguousPrefix, type RunEventsRead, type StoredRunEvent } from './read-model';
 
 /**
  * The read model's `eventsAfterMany`: for each read, in the order given, the run's applied events after
  * its `after`, in seq order, at most `limit` per run.
  */
-export type ReadEventsAfterMany = (reads: RunEventsRead[], limit: number) => Promise<RunEventEnvelope[][]>;
+export type ReadEventsAfterMany = (reads: RunEventsRead[], limit: number) => Promise<StoredRunEvent[][]>;
 
 /** One open stream on a run, as the fan-out sees it. */
 export interface RunStreamSink {
   /** The last seq the stream has sent; undefined while it is still reading its backlog itself. */
   cursor(): number | undefined;
   /**
+   * The cursor is a seq the read model has applied: 0, or a seq this stream was sent. A read from it
+   * skips the run's applied-bound lookup. Absent or false for a resume point a client only claimed.
+   */
+  cursorApplied?(): boolean;
+  /**
    * The run's events after `after`, contiguous and in order. `after` is at or before the stream's
    * cursor when the read started; a stream that caught up meanwhile may find it past its cursor and
    * then reads the gap itself.
    */
-  deliver(events: RunEventEnvelope[], after: number): void;
+  deliver(events: StoredRunEvent[], after: number): void;
   /** The run may have new events and the stream is still reading its backlog: it reads again after. */
   wake(): void;
   /** The shared read failed. */
@@ -35,6 +39,13 @@ export interface RunEventFanoutOptions {
   batchRuns?: number;
   /** Batched reads in flight at once (default 2); touches meanwhile wait and fold into the next read. */
   concurrency?: number;
+  /**
+   * Streams handed their events between two turns of the event loop (default 64). Node flushes a
+   * response's writes only once the turn that made them ends, so without turns the first stream's frame
+   * leaves with the last one's; with them the first frames are on the wire, and the clients reading,
+   * while the rest are written, and a notice or request that arrives meanwhile is not held up.
+   */
+  deliverySlice?: number;
 }
 
 interface Feed {
@@ -53,6 +64,8 @@ interface Share {
   feed: Feed;
   ready: RunStreamSink[];
   after: number;
+  /** `after` is known to be applied (a stream at it says so). */
+  afterApplied: boolean;
 }
 
 /** Fewest events per run a batched read asks for, however many runs it holds. */
@@ -64,7 +77,8 @@ const MIN_PER_RUN = 10;
  * run, each run from the lowest cursor among its streams, and each stream sends only what is past its
  * own cursor. A run already in a read is not read twice at once: touches meanwhile fold into one more
  * read after it. Without this, 1,000 streams on 1,000 runs cost 1,000 queries per commit against the
- * pool; with it, one.
+ * pool; with it, one. A read is handed to its streams in slices (`deliverySlice`), a turn of the event
+ * loop between them, so the first frames leave while the rest are written.
  */
 export class RunEventFanout {
   private readonly feeds = new Map<string, Feed>();
@@ -76,6 +90,7 @@ export class RunEventFanout {
   private readonly batchRows: number;
   private readonly batchRuns: number;
   private readonly concurrency: number;
+  private readonly deliverySlice: number;
 
   constructor(
     private readonly read: ReadEventsAfterMany,
@@ -85,6 +100,7 @@ export class RunEventFanout {
     this.batchRows = options.batchRows ?? 10_000;
     this.batchRuns = options.batchRuns ?? 1_000;
     this.concurrency = options.concurrency ?? 2;
+    this.deliverySlice = options.deliverySlice ?? 64;
   }
 
   /** Adds a stream to its run's feed; returns the function that removes it. */
@@ -160,7 +176,9 @@ export class RunEventFanout {
         if (ready.length === 0) continue;
         feed.reading = true;
         feed.again = false;
-        shares.push({ feed, ready, after: Math.min(...ready.map((s) => s.cursor() as number)) });
+        const after = Math.min(...ready.map((s) => s.cursor() as number));
+        const afterApplied = ready.some((s) => s.cursor() === after && s.cursorApplied?.() === true);
+        shares.push({ feed, ready, after, afterApplied });
       }
       if (shares.length === 0) continue;
       this.inFlight++;
@@ -170,43 +188,55 @@ export class RunEventFanout {
 
   private async readShares(shares: Share[]): Promise<void> {
     const limit = Math.min(this.page, Math.max(MIN_PER_RUN, Math.floor(this.batchRows / shares.length)));
-    let results: RunEventEnvelope[][] | undefined;
+    let results: StoredRunEvent[][] | undefined;
     let error: unknown;
     try {
       results = await this.read(
-        shares.map((s) => ({ org: s.feed.org, runId: s.feed.runId, after: s.after })),
+        shares.map((s) => ({ org: s.feed.org, runId: s.feed.runId, after: s.after, afterApplied: s.afterApplied })),
         limit,
       );
     } catch (err) {
       error = err ?? new Error('the batched read failed');
     }
+    // These runs stay `reading` until their streams have been handed this read, so a touch meanwhile
+    // folds into one more read after it; the read counts against `concurrency` until then too.
+    let handed = 0;
+    for (const [i, share] of shares.entries()) {
+      if (handed >= this.deliverySlice) {
+        handed = 0;
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+      handed += this.deliverShare(share, results === undefined ? undefined : (results[i] ?? []), limit, error);
+    }
     this.inFlight--;
-    for (const { feed } of shares) feed.reading = false;
-    for (const [i, { feed, ready, after }] of shares.entries()) {
-      // A stream that left meanwhile gets nothing; one that joined meanwhile read for itself.
-      const open = ready.filter((sink) => feed.sinks.has(sink));
-      if (results === undefined) {
-        for (const sink of open) sink.fail(error);
-      } else {
-        const rows = results[i] ?? [];
-        const events = contiguousPrefix(rows, after);
-        for (const sink of open) {
-          try {
-            sink.deliver(events, after);
-          } catch (err) {
-            sink.fail(err);
-          }
-        }
-        // A full page: read on from the new lowest cursor, unless it moved no stream (one that
-        // stopped sending is not read again until the next touch).
-        if (rows.length >= limit && !feed.again && this.feeds.get(feed.key) === feed) {
-          const next = lowestCursor(feed);
-          if (next !== undefined && next > after) this.queue.add(feed);
+    this.flush();
+  }
+
+  /** Hands one run's read to its streams (or its failure); returns how many streams it was handed to. */
+  private deliverShare({ feed, ready, after }: Share, rows: StoredRunEvent[] | undefined, limit: number, error: unknown): number {
+    feed.reading = false;
+    // A stream that left meanwhile gets nothing; one that joined meanwhile read for itself.
+    const open = ready.filter((sink) => feed.sinks.has(sink));
+    if (rows === undefined) {
+      for (const sink of open) sink.fail(error);
+    } else {
+      const events = contiguousPrefix(rows, after);
+      for (const sink of open) {
+        try {
+          sink.deliver(events, after);
+        } catch (err) {
+          sink.fail(err);
         }
       }
-      if (feed.again && this.feeds.get(feed.key) === feed) this.queue.add(feed);
+      // A full page: read on from the new lowest cursor, unless it moved no stream (one that
+      // stopped sending is not read again until the next touch).
+      if (rows.length >= limit && !feed.again && this.feeds.get(feed.key) === feed) {
+        const next = lowestCursor(feed);
+        if (next !== undefined && next > after) this.queue.add(feed);
+      }
     }
-    this.flush();
+    if (feed.again && this.feeds.get(feed.key) === feed) this.queue.add(feed);
+    return open.length;
   }
 }
 
