@@ -97,6 +97,8 @@ case "$only" in
     # --forceExit: the e2e tier restarts real servers and services; once every afterAll has run, a
     # socket that a restarted server left half-open must not keep the run alive (seen once in CI).
     tier schemathesis bash deploy/local/ensure-schemathesis.sh
+    # kcat: the README's signed-command line is run as printed (command-auth.e2e.ts).
+    tier kcat bash deploy/local/ensure-kcat.sh
     tier e2e jest_tier e2e e2e --runInBand --forceExit
     ;;
 esac

@@ -12,10 +12,13 @@ async function main() {
     // WORKFLOW_TRACING_MODULE, built before this runs). The workflows themselves never import the package.
     workflowInterceptorModules: [require.resolve('@agentrun/runtime/dist/workflow-tracing.interceptors')],
     logger: { info() {}, debug() {}, trace() {}, warn: console.warn, error: console.error, log() {} },
-    // The contracts' ES module source, so the schemas workflow code never uses stay out of the bundle.
+    // The contracts' workflow entry: every type, values only from the modules that build no schema. The
+    // workflows are CommonJS, so webpack cannot drop what they do not use from the whole index, and every
+    // new workflow execution would build every TypeBox schema again. `npm run lint` type-checks the
+    // workflows against this entry (libs/workflows/tsconfig.bundle-check.json).
     webpackConfigHook: (config) => ({
       ...config,
-      resolve: { ...config.resolve, alias: { ...config.resolve?.alias, '@agentrun/contracts$': path.resolve(__dirname, '../libs/contracts/src/index.ts') } },
+      resolve: { ...config.resolve, alias: { ...config.resolve?.alias, '@agentrun/contracts$': path.resolve(__dirname, '../libs/contracts/src/workflow.ts') } },
       optimization: { ...config.optimization, sideEffects: true, usedExports: true },
     }),
   });

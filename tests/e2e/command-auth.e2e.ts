@@ -178,8 +178,9 @@ describe('commands on Kafka in production mode need a command key of their org',
     await platform.waitForStatus(orgA, runId, 'cancelled');
   });
 
-  // The README's kcat line, run as printed (kcat is on the machine when the secure profile was installed).
-  (hasKcat() ? it : it.skip)("the README's kcat line publishes a command the orchestrator accepts", async () => {
+  // The README's kcat line, run as printed (the e2e tier installs Debian's kcat: deploy/local/ensure-kcat.sh).
+  it("the README's kcat line publishes a command the orchestrator accepts", async () => {
+    if (!hasKcat()) throw new Error('kcat is not on PATH: run `bash deploy/local/ensure-kcat.sh` (the e2e tier of `npm test` does)');
     const secret = { AGENTRUN_COMMAND_KEY_SECRET: platform.commandKeySecret };
     const created = await tokenCliWith(secret, databaseUrl, 'command-key', 'create', '--org', orgA);
     const id = /^id: +(\S+)$/m.exec(created.stdout)?.[1] ?? '';

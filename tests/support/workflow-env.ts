@@ -48,12 +48,13 @@ export async function bundleWorkflowsFromSource(): Promise<string> {
   const { code } = await bundleWorkflowCode({
     workflowsPath: join(REPO_ROOT, 'libs/workflows/src/index.ts'),
     // The package entry of the contracts lib is its build output; the source keeps the tier build-free
-    // (`.js` specifiers, as node16 resolution writes them, find their `.ts` source).
+    // (`.js` specifiers, as node16 resolution writes them, find their `.ts` source). Its workflow entry,
+    // as tools/bundle-workflows.js bundles it: what the workers run.
     webpackConfigHook: (config) => ({
       ...config,
       resolve: {
         ...config.resolve,
-        alias: { ...(config.resolve?.alias as object), '@agentrun/contracts$': join(REPO_ROOT, 'libs/contracts/src/index.ts') },
+        alias: { ...(config.resolve?.alias as object), '@agentrun/contracts$': join(REPO_ROOT, 'libs/contracts/src/workflow.ts') },
         extensionAlias: { ...config.resolve?.extensionAlias, '.js': ['.ts', '.js'] },
       },
     }),

@@ -5,7 +5,8 @@ import { COMMAND_ENVELOPE_SCHEMA, COMMAND_PAYLOAD_SCHEMAS } from './commands';
 import { AGENT_STATE_SCHEMA, RUN_EVENT_SCHEMA, RUN_EVENT_TYPES, type RunEvent } from './events';
 import { COMMAND_OUTCOME_SCHEMA, DLQ_RECORD_SCHEMA } from './outcomes';
 import { plainSchema } from './schema';
-import { TOOL_CATALOGUE, toolFunctionSpec, TOOL_LANES, toolsOnLane } from './tools';
+import { TOOL_LANES, toolsOnLane } from './tool-names';
+import { TOOL_CATALOGUE, toolFunctionSpec } from './tools';
 import { buildCommand, CommandBuildError, readRunStateRecord, runEventPayloadProblem } from './validation';
 
 /**

@@ -13,7 +13,8 @@ import { COMMAND_KEY_ID_HEADER, COMMAND_SIGNATURE_HEADER, MAX_COMMAND_BYTES, MAX
 import { COMMAND_OUTCOME_SCHEMA, DLQ_REASONS, DLQ_RECORD_SCHEMA, REJECTION_REASONS } from './outcomes';
 import { RUN_STATE_RECORD_SCHEMA } from './run-state';
 import { AGENT_STATUSES, EVAL_STATUSES, TERMINAL_STATUSES } from './statuses';
-import { TOOL_CATALOGUE, TOOL_NAMES } from './tools';
+import { TOOL_NAMES } from './tool-names';
+import { TOOL_CATALOGUE } from './tools';
 
 const json = (value: unknown) => '```json\n' + JSON.stringify(value, null, 2) + '\n```';
 

@@ -2,7 +2,7 @@ import { Type, type Static, type TObject, type TSchema } from '@sinclair/typebox
 import { type AgentPolicy, type RunKind, type Tier } from './commands';
 import { ORG_PATTERN, RUN_ID_PATTERN } from './names';
 import { Embedded, StringEnum } from './schema';
-import { AGENT_STATUSES, EVAL_STATUSES, RUN_STATUSES, type RunStatus } from './statuses';
+import { AGENT_STATUSES, CASE_ERROR_TYPES, CASE_STATUSES, EVAL_STATUSES, RUN_STATUSES, type RunStatus } from './statuses';
 
 /** Event types are past tense; consumers ignore types they do not know. */
 export const RUN_EVENT_TYPES = [
@@ -51,10 +51,6 @@ export const AGENT_STATE_SCHEMA = Type.Object(
 );
 export type AgentRunState = Static<typeof AGENT_STATE_SCHEMA>;
 
-export const CASE_STATUSES = ['pending', 'running', 'ok', 'failed', 'ungraded'] as const;
-export type CaseStatus = (typeof CASE_STATUSES)[number];
-export const CASE_ERROR_TYPES = ['agent_error', 'infra_error', 'model_key_budget', 'model_key_auth'] as const;
-export type CaseErrorType = (typeof CASE_ERROR_TYPES)[number];
 
 /** One case of an eval run as its state shows it. */
 export const CASE_VIEW_SCHEMA = Type.Object({

@@ -9,6 +9,12 @@ export const RUN_STATUSES: readonly RunStatus[] = Array.from(new Set<RunStatus>(
 
 export const TERMINAL_STATUSES: readonly RunStatus[] = ['done', 'published', 'cancelled', 'failed'];
 
+/** An eval case's status, and why a failed case failed (the eval run's state and `case_completed`). */
+export const CASE_STATUSES = ['pending', 'running', 'ok', 'failed', 'ungraded'] as const;
+export type CaseStatus = (typeof CASE_STATUSES)[number];
+export const CASE_ERROR_TYPES = ['agent_error', 'infra_error', 'model_key_budget', 'model_key_auth'] as const;
+export type CaseErrorType = (typeof CASE_ERROR_TYPES)[number];
+
 export function isTerminal(status: string): boolean {
   return (TERMINAL_STATUSES as readonly string[]).includes(status);
 }

@@ -1,9 +1,6 @@
 import { Type, type Static, type TObject } from '@sinclair/typebox';
 import { plainSchema } from './schema';
-
-export const TOOL_LANE_NAMES = ['cpu', 'gpu'] as const;
-/** `cpu` tools run on the orchestrator's CPU lane, `gpu` tools on the GPU worker's lane. */
-export type ToolLane = (typeof TOOL_LANE_NAMES)[number];
+import { TOOL_LANES, type ToolLane, type ToolName } from './tool-names';
 
 export interface ToolDefinition<A extends TObject = TObject> {
   lane: ToolLane;
@@ -18,36 +15,22 @@ const Args = <P extends Parameters<typeof Type.Object>[0]>(properties: P) => Typ
 
 /**
  * Every tool an agent may run: the planner picks from it, the activities serve it on its lane, and
- * the model is offered it as a function. Order is the order tools are offered to the model.
+ * the model is offered it as a function. Its names, lanes and order are `TOOL_LANES`' (tool-names.ts).
  */
 export const TOOL_CATALOGUE = {
-  search: { lane: 'cpu', description: 'Find lines in the workspace that match a query', args: Args({ query: Type.String() }) },
-  parse: { lane: 'cpu', description: 'Describe the structure of a workspace file', args: Args({ path: Path() }) },
-  fetch: { lane: 'cpu', description: 'Read the start of a workspace file', args: Args({ path: Path() }) },
-  embed: { lane: 'gpu', description: 'Embed a text as a hashed feature vector', args: Args({ text: Type.String() }) },
-  vision: { lane: 'gpu', description: 'Describe an image in the workspace', args: Args({ path: Path() }) },
+  search: { lane: TOOL_LANES.search, description: 'Find lines in the workspace that match a query', args: Args({ query: Type.String() }) },
+  parse: { lane: TOOL_LANES.parse, description: 'Describe the structure of a workspace file', args: Args({ path: Path() }) },
+  fetch: { lane: TOOL_LANES.fetch, description: 'Read the start of a workspace file', args: Args({ path: Path() }) },
+  embed: { lane: TOOL_LANES.embed, description: 'Embed a text as a hashed feature vector', args: Args({ text: Type.String() }) },
+  vision: { lane: TOOL_LANES.vision, description: 'Describe an image in the workspace', args: Args({ path: Path() }) },
   rerank: {
-    lane: 'gpu',
+    lane: TOOL_LANES.rerank,
     description: 'Rank workspace passages against a query (BM25)',
     args: Args({ query: Type.String(), k: Type.Optional(Type.Integer({ minimum: 1, maximum: 50 })) }),
   },
-} as const satisfies Record<string, ToolDefinition>;
+} as const satisfies Record<ToolName, ToolDefinition>;
 
-export type ToolName = keyof typeof TOOL_CATALOGUE;
 export type ToolArgsOf<T extends ToolName> = Static<(typeof TOOL_CATALOGUE)[T]['args']>;
-
-export const TOOL_NAMES = Object.keys(TOOL_CATALOGUE) as ToolName[];
-
-/** Which lane serves each tool, by tool name. */
-export const TOOL_LANES = Object.fromEntries(TOOL_NAMES.map((name) => [name, TOOL_CATALOGUE[name].lane])) as Readonly<Record<ToolName, ToolLane>>;
-
-export function isToolName(name: string): name is ToolName {
-  return Object.prototype.hasOwnProperty.call(TOOL_CATALOGUE, name);
-}
-
-export function toolsOnLane(lane: ToolLane): ToolName[] {
-  return TOOL_NAMES.filter((name) => TOOL_CATALOGUE[name].lane === lane);
-}
 
 /** A tool in the function-calling shape a chat model is offered. */
 export interface ToolFunctionSpec {

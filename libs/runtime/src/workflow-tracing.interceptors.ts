@@ -11,12 +11,25 @@
  * the history, so a replay makes the same one. Signals, updates and queries are traced when their own
  * headers carry a trace.
  *
- * Only `@temporalio/*` here: this file is workflow code (tools/bundle-workflows.js).
+ * Only `@temporalio/*` here: this file is workflow code (tools/bundle-workflows.js). The SDK's
+ * interceptors module is required on the first traced call, not at start-up (see `otel`).
  */
 import type { Payload } from '@temporalio/common';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { WorkflowInboundCallsInterceptor, WorkflowInterceptors, WorkflowInternalsInterceptor, WorkflowOutboundCallsInterceptor } from '@temporalio/workflow';
-import { OpenTelemetryInboundInterceptor, OpenTelemetryInternalsInterceptor, OpenTelemetryOutboundInterceptor } from '@temporalio/interceptors-opentelemetry/lib/workflow';
+import type * as OtelWorkflow from '@temporalio/interceptors-opentelemetry/lib/workflow';
+import type { OpenTelemetryInboundInterceptor, OpenTelemetryInternalsInterceptor, OpenTelemetryOutboundInterceptor } from '@temporalio/interceptors-opentelemetry/lib/workflow';
+
+/**
+ * The SDK's interceptors, loaded on the first traced call. Every new execution initialises the bundle's
+ * modules again, and theirs (OpenTelemetry's SDK, and the browser globals it needs) took about 2 ms of
+ * it; an untraced execution never needs them.
+ */
+let otelModule: typeof OtelWorkflow | undefined;
+function otel(): typeof OtelWorkflow {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- loaded lazily, so an untraced execution never starts it
+  return (otelModule ??= require('@temporalio/interceptors-opentelemetry/lib/workflow') as typeof OtelWorkflow);
+}
 
 /** The header the SDK's OpenTelemetry interceptors carry the trace context in. */
 const TRACE_HEADER = '_tracer-data';
@@ -47,8 +60,8 @@ export const interceptors = (): WorkflowInterceptors => {
   let outbound: OpenTelemetryOutboundInterceptor | undefined;
   let internals: OpenTelemetryInternalsInterceptor | undefined;
   // Made on first use, so an untraced execution never sets up a tracer.
-  const tracedInbound = () => (inbound ??= new OpenTelemetryInboundInterceptor()) as unknown as Record<string, AnyMethod>;
-  const tracedOutbound = () => (outbound ??= new OpenTelemetryOutboundInterceptor()) as unknown as Record<string, AnyMethod>;
+  const tracedInbound = () => (inbound ??= new (otel().OpenTelemetryInboundInterceptor)()) as unknown as Record<string, AnyMethod>;
+  const tracedOutbound = () => (outbound ??= new (otel().OpenTelemetryOutboundInterceptor)()) as unknown as Record<string, AnyMethod>;
 
   const inboundCalls: Record<string, AnyMethod> = {};
   for (const name of INBOUND) {
@@ -71,7 +84,7 @@ export const interceptors = (): WorkflowInterceptors => {
     dispose(input, next): void {
       if (!inbound && !outbound) return next(input);
       // The SDK's own dispose (it forgets the execution's tracing context) returns a promise nobody awaits.
-      void (internals ??= new OpenTelemetryInternalsInterceptor()).dispose(input, next);
+      void (internals ??= new (otel().OpenTelemetryInternalsInterceptor)()).dispose(input, next);
     },
   };
   return {
