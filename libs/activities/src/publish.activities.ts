@@ -84,7 +84,6 @@ export interface EmittingWorkflow {
   memo?: Record<string, unknown>;
 }
 
-
 export interface PublisherOptions {
   /** The first wait after a failed attempt, doubled up to `maxBackoffMs`. */
   backoffMs?: number;

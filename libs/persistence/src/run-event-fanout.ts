@@ -172,13 +172,12 @@ export class RunEventFanout {
         this.queue.delete(feed);
         if (this.feeds.get(feed.key) !== feed) continue;
         // Streams still reading their backlog were woken by the touch and read for themselves.
-        const ready = [...feed.sinks].filter((s) => s.cursor() !== undefined);
-        if (ready.length === 0) continue;
+        const low = lowestCursor(feed.sinks);
+        if (low === undefined) continue;
         feed.reading = true;
         feed.again = false;
-        const after = Math.min(...ready.map((s) => s.cursor() as number));
-        const afterApplied = ready.some((s) => s.cursor() === after && s.cursorApplied?.() === true);
-        shares.push({ feed, ready, after, afterApplied });
+        const ready = [...feed.sinks].filter((s) => s.cursor() !== undefined);
+        shares.push({ feed, ready, after: low.at, afterApplied: low.applied });
       }
       if (shares.length === 0) continue;
       this.inFlight++;
@@ -231,7 +230,7 @@ export class RunEventFanout {
       // A full page: read on from the new lowest cursor, unless it moved no stream (one that
       // stopped sending is not read again until the next touch).
       if (rows.length >= limit && !feed.again && this.feeds.get(feed.key) === feed) {
-        const next = lowestCursor(feed);
+        const next = lowestCursor(feed.sinks)?.at;
         if (next !== undefined && next > after) this.queue.add(feed);
       }
     }
@@ -240,11 +239,18 @@ export class RunEventFanout {
   }
 }
 
-function lowestCursor(feed: Feed): number | undefined {
-  let low: number | undefined;
-  for (const sink of feed.sinks) {
-    const c = sink.cursor();
-    if (c !== undefined && (low === undefined || c < low)) low = c;
+/**
+ * The lowest cursor among the streams that have one, and whether a stream at it says it is applied;
+ * undefined when none has a cursor.
+ */
+function lowestCursor(sinks: Iterable<RunStreamSink>): { at: number; applied: boolean } | undefined {
+  let low: { at: number; applied: boolean } | undefined;
+  for (const sink of sinks) {
+    const at = sink.cursor();
+    if (at === undefined) continue;
+    const applied = sink.cursorApplied?.() === true;
+    if (low === undefined || at < low.at) low = { at, applied };
+    else if (at === low.at && applied) low.applied = true;
   }
   return low;
 }
