@@ -152,7 +152,7 @@ export class WorkflowTestEnv {
       ...workerTuning(env),
       taskQueue: self.workflowQueue,
       workflowBundle: { codePath: bundlePath },
-      // Saved histories (recorded before the sink) publish by activity; new executions through the sink.
+      // New executions, and saved histories recorded before the sink, publish by activity; the rest through the sink.
       activities: {
         publishRunEvents: async (events: RunEvent[]) => {
           self.published.push(...events);
@@ -343,6 +343,8 @@ export class Rig {
       lanes: { agentWorkflows: this.lanes.agentWorkflows, cpuTools: this.lanes.cpuTools, gpuTools: this.lanes.gpuTools, snapshots: this.lanes.snapshots },
       steps_per_execution: 1_000,
       timeouts: { tool_start_to_close_s: 30, tool_heartbeat_s: 5, gpu_schedule_to_start_s: 30 },
+      // As the starter does by default; `events_via: undefined` starts one on the workflow-task sink.
+      events_via: 'activity',
       ...input,
     };
     return this.track(await this.env.client.workflow.start(AgentRun, { workflowId: `${this.org}/${runId}`, taskQueue: this.lanes.agentWorkflows, args: [full] }));
@@ -362,6 +364,7 @@ export class Rig {
       errored_ungraded: false,
       lanes: { agentWorkflows: this.lanes.agentWorkflows, gpuEval: this.lanes.gpuEval },
       case_heartbeat_s: 5,
+      events_via: 'activity',
       ...input,
     };
     return this.track(await this.env.client.workflow.start(EvalRun, { workflowId: `${this.org}/${runId}`, taskQueue: this.lanes.agentWorkflows, args: [full] }));
@@ -373,9 +376,9 @@ export class Rig {
   }
 
   /**
-   * The run's events as a consumer keeps them: the first published of each seq, in seq order. A
-   * workflow task whose completion the server refuses (a cancel or signal arrived while it ran) runs
-   * again and hands the same seqs to the sink again, which consumers drop.
+   * The run's events as a consumer keeps them: the first published of each seq, in seq order. On the
+   * sink, a workflow task whose completion the server refuses (a cancel or signal arrived while it ran)
+   * runs again and hands the same seqs over again; by activity, a retried batch does.
    */
   events(runId: string): RunEvent[] {
     const first = new Map<number, RunEvent>();

@@ -63,14 +63,14 @@ describe('AgentRun', () => {
     });
   });
 
-  it("publishes a workflow task's events before the task completes, with no activity or history event of their own", async () => {
+  it("on the workflow-task sink (runs started so), publishes a task's events before the task completes, with no activity or history event of their own", async () => {
     const held = new Deferred();
     env.publishHold = held.promise;
     const rig = env.rig();
     try {
       await rig.run(async () => {
         const runId = rig.runId('held');
-        const handle = await rig.startAgent('held', { max_steps: 3 });
+        const handle = await rig.startAgent('held', { max_steps: 3, events_via: undefined });
         await rig.waitForEvent(runId, 'run_started handed to the sink', (e) => e.type === 'run_started');
         // The first task's events wait for their ack, and so does the task: nothing it decided is in
         // the history yet, and the workspace is not being prepared.
@@ -98,19 +98,23 @@ describe('AgentRun', () => {
     }
   });
 
-  it('a run started with events_via activity publishes by activity and upserts CurrentStep every step, as before', async () => {
+  it('a run started with events_via activity (the default) publishes by activity, and upserts CurrentStep only with its status under its own patch', async () => {
     const rig = env.rig();
     await rig.run(async () => {
       const runId = rig.runId('by-activity');
-      const handle = await rig.startAgent('by-activity', { max_steps: 3, events_via: 'activity' });
+      const handle = await rig.startAgent('by-activity', { max_steps: 3 });
       expect(await handle.result()).toMatchObject({ status: 'done', steps: 3 });
       const events = rig.events(runId);
       expect(seqsOf(events)).toEqual(oneToN(events.length));
       const history = (await handle.fetchHistory()).events ?? [];
-      expect(history.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'publishRunEvents').length).toBeGreaterThanOrEqual(1);
-      expect(history.filter((e) => e.markerRecordedEventAttributes)).toHaveLength(0);
+      // Every event went out in an activity's input: in the history, so only what completed tasks emitted.
+      const published = history.flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name === 'publishRunEvents' ? [e.activityTaskScheduledEventAttributes] : []));
+      expect(published.length).toBeGreaterThanOrEqual(1);
+      // One marker, the patch `CurrentStep` every 20 steps is under; no step of three upserts it.
+      const markers = history.flatMap((e) => (e.markerRecordedEventAttributes ? [e.markerRecordedEventAttributes.markerName] : []));
+      expect(markers).toEqual(['core_patch']);
       const upserted = history.flatMap((e) => Object.keys(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {}).sort().join('+') || []);
-      expect(upserted).toEqual(['AgentStatus+CurrentStep', 'CurrentStep', 'CurrentStep', 'CurrentStep', 'AgentStatus+CurrentStep']);
+      expect(upserted).toEqual(['TemporalChangeVersion', 'AgentStatus+CurrentStep', 'AgentStatus+CurrentStep']);
     });
   });
 

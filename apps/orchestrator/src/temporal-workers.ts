@@ -43,8 +43,9 @@ export class TemporalWorkers extends LaneWorkers {
     return {
       taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).agentWorkflows,
       ...workflowSource,
-      // Executions recorded before the sink publish by activity.
+      // New executions publish by activity (AGENTRUN_RUN_EVENTS_VIA), as did those recorded before the sink.
       activities: createPublishActivities(publish),
+      // Executions recorded with the sink's patch, and runs started with AGENTRUN_RUN_EVENTS_VIA=workflow-task.
       // Never during replay: those events went out before their task completed the first time.
       sinks: { runEvents: { publish: { fn: (info, events) => publisher.publish(info, events), callDuringReplay: false } } } satisfies InjectedSinks<RunEventSinks>,
     };

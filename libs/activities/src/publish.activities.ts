@@ -44,14 +44,25 @@ async function sendRunEvents(deps: PublishDeps, events: RunEventEnvelope[], pare
 }
 
 /**
- * The publishing activity of executions recorded before the sink (see `RunEventPublisher`): they
- * replay, and go on, publishing by activity. A retry after a lost ack may publish a batch twice; every
- * consumer dedupes by `(org, run_id, seq)`.
+ * The publishing activity: how new executions' events leave (and those recorded before the sink's, see
+ * `RunEventPublisher`). Its input is in the history, so a batch is only ever what a completed workflow
+ * task emitted. A retry after a lost ack may publish a batch twice, the same events; every consumer
+ * dedupes by `(org, run_id, seq)`.
  */
 export function createPublishActivities(deps: PublishDeps): PublishActivities {
   return {
     // A producer span in the trace the workflow runs in (the activity's span, whose parent came in the activity's headers).
-    publishRunEvents: (events: RunEventEnvelope[]) => sendRunEvents(deps, events),
+    async publishRunEvents(events: RunEventEnvelope[]) {
+      const counted = processMetrics().runEventPublishing();
+      try {
+        await sendRunEvents(deps, events);
+      } catch (err) {
+        // Temporal retries the activity; the workflow's next batches wait behind this one.
+        counted.failures.inc();
+        throw err;
+      }
+      counted.published.inc(events.length);
+    },
   };
 }
 
@@ -97,9 +108,11 @@ export interface PublisherOptions {
  * once per event a workflow task emitted, after the task's code ran and before the task is reported
  * complete, and awaits what it returns. The calls of one task (made one after another, in the same
  * turn) go out as one request, and the promise resolves only once Kafka has acknowledged it: failed
- * attempts are retried with backoff for as long as it takes, holding the task (a task held past its
- * timeout runs again, emitting the same events: duplicates, never a loss). One run's tasks run one at a
- * time, so its events reach the topic in seq order.
+ * attempts are retried with backoff for as long as it takes, holding the task. One run's tasks run one
+ * at a time, so its events reach the topic in seq order. A task cut off after this published (held
+ * past its timeout, its worker killed) runs again with what arrived meanwhile and may emit other events
+ * under the same seqs: so only executions recorded with the sink's patch, and runs started with
+ * AGENTRUN_RUN_EVENTS_VIA=workflow-task, publish through it (see `RunEventSinks`).
  */
 export class RunEventPublisher {
   private readonly open = new Map<string, { workflow: EmittingWorkflow; events: RunEventEnvelope[]; acked: Promise<void> }>();

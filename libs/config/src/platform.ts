@@ -345,12 +345,13 @@ export const runDefaultsSpec = {
   /** Cases failed for a reason the agent did not cause are left ungraded instead of scored 0. */
   AGENTRUN_ERRORED_TURN_UNGRADED: bool(false),
   /**
-   * How new runs' events leave: `workflow-task` (each task's events are published before the task
-   * completes, by the workflow worker) or `activity` (a `publishRunEvents` activity per batch and a
-   * `CurrentStep` upsert every step: the shape before, about three times the Temporal actions per step;
-   * benchmarks measure it as their baseline).
+   * How new runs' events leave: `activity` (a `publishRunEvents` activity per batch, scheduled by the
+   * workflow task, so only events of tasks in the history are published) or `workflow-task` (each task's
+   * events are published by the workflow worker before the task completes: no action of their own, but
+   * a task that is cut off after publishing (its worker killed, its timeout passed) runs again with
+   * whatever arrived meanwhile, and can publish different events under the same seqs; benchmarks only).
    */
-  AGENTRUN_RUN_EVENTS_VIA: oneOf(['workflow-task', 'activity'] as const, 'workflow-task'),
+  AGENTRUN_RUN_EVENTS_VIA: oneOf(['workflow-task', 'activity'] as const, 'activity'),
 };
 
 export type LifecycleConfig = ConfigOf<typeof lifecycleSpec>;

@@ -154,13 +154,13 @@ export class AgentRunMetrics {
 
   /**
    * `agentrun_run_events_published_total` and `agentrun_run_event_publish_failures_total`: run events
-   * the workflow worker's sink published (acknowledged by Kafka), and its publish attempts that failed
-   * and will be tried again (the workflow task waits meanwhile).
+   * the workflow worker published (by the publishing activity or the workflow-task sink) and Kafka
+   * acknowledged, and the publish attempts that failed and will be tried again (the run's later events wait).
    */
   runEventPublishing(): { published: Counter; failures: Counter } {
     return this.once('run-event-publishing', () => ({
-      published: new Counter({ name: 'agentrun_run_events_published_total', help: 'Run events published by the workflow workers and acknowledged by Kafka', registers: [this.registry] }),
-      failures: new Counter({ name: 'agentrun_run_event_publish_failures_total', help: 'Failed attempts to publish a workflow task\'s run events (retried; the task completes only once they are acknowledged)', registers: [this.registry] }),
+      published: new Counter({ name: 'agentrun_run_events_published_total', help: 'Run events published by the workflow workers (publishing activity or workflow-task sink) and acknowledged by Kafka', registers: [this.registry] }),
+      failures: new Counter({ name: 'agentrun_run_event_publish_failures_total', help: 'Failed attempts to publish run events (retried; the run\'s later events wait behind them)', registers: [this.registry] }),
     }));
   }
 

@@ -1,4 +1,4 @@
-import { ActivityFailure, ApplicationFailure, executeChild, proxyActivities, TimeoutFailure, upsertSearchAttributes } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, executeChild, patched, proxyActivities, TimeoutFailure, upsertSearchAttributes } from '@temporalio/workflow';
 import { TOOL_NAMES } from '@agentrun/contracts';
 import type { AgentActivities, AgentRunInput, ModelCall, ToolCall, ToolResult, ToolTimeouts, WorkspacePlacement } from './agent-run.types';
 import type { Step } from './agent-run.plan';
@@ -15,10 +15,14 @@ const PRIORITY_FOR_TIER = { enterprise: 1, team: 3, batch: 5 } as const;
 /**
  * While a run runs, `CurrentStep` is upserted every this many steps (and with every status change,
  * which carries it too): each upsert is a billable Temporal action and a history event, and the read
- * model has every step anyway. Executions recorded before this upserted it every step; this came with
- * publishing by sink, under the same patch (each patch id costs a marker and an upsert per execution).
+ * model has every step anyway. Executions recorded before this upserted it every step. It came with
+ * publishing by sink, under that patch; executions that publish by activity take it under their own
+ * (each patch id costs a marker and an upsert per execution).
  */
 export const CURRENT_STEP_EVERY = 20;
+
+/** Marks the executions that publish by activity and upsert `CurrentStep` every `CURRENT_STEP_EVERY` steps. */
+export const SPARSE_CURRENT_STEP_PATCH = 'current-step-upserted-every-20-steps';
 
 type ToolStep = Extract<Step, { kind: 'tool' }>;
 
@@ -150,7 +154,8 @@ export class StepExecutor {
     private readonly outbox: Outbox,
     private readonly hosts?: WorkspaceMover,
   ) {
-    this.sparseCurrentStep = publishesBySink(input.events_via);
+    // Asked while the executor is built, in the execution's first task, so the marker lands there.
+    this.sparseCurrentStep = publishesBySink(input.events_via) || patched(SPARSE_CURRENT_STEP_PATCH);
   }
 
   /** A tool `plan()` chose. */

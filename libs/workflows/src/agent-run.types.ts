@@ -193,8 +193,10 @@ export interface AgentRunInput {
   /** An eval case this run solves: its files seed the workspace before the first step. */
   seed?: WorkspaceSeed;
   /**
-   * `activity`: events leave by a `publishRunEvents` activity per batch and `CurrentStep` is upserted
-   * every step, as before the workflow-task sink (AGENTRUN_RUN_EVENTS_VIA; benchmarks' baseline).
+   * `activity` (AGENTRUN_RUN_EVENTS_VIA's default): events leave by a `publishRunEvents` activity per
+   * batch, so only the events of workflow tasks in the history are published; `CurrentStep` is upserted
+   * every 20 steps (every step in executions recorded before the patch that says so). Absent: the
+   * workflow-task sink, which a cut-off task can make publish two different events under one seq.
    */
   events_via?: 'activity';
 }

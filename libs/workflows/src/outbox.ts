@@ -44,9 +44,14 @@ export interface Outbox {
  * How the workflow hands its run events to the worker it runs on. The worker's sink publishes each
  * workflow task's events and returns only once Kafka has acknowledged them; the Temporal SDK awaits
  * sinks before it reports the task complete. So an event is on the topic before the task that
- * emitted it is in the history, and a task that never completes (a crash, a publish that cannot get
- * through) runs again, emitting the same events again: at least once, in seq order (one run's tasks
- * run one after another), at no Temporal action and no history event of its own.
+ * emitted it is in the history, at no Temporal action and no history event of its own.
+ *
+ * That is also why it is not the default. A task that never completes (its worker killed, its
+ * timeout passed) runs again, and the server hands the new attempt whatever arrived meanwhile (a
+ * signal, an activity's result) in the same activation: the attempt can emit different events under
+ * the seqs the first attempt already published (the fault matrix saw a `context_injected` and a
+ * `snapshot_captured` both published as seq 7), and consumers keep the first of each seq. The
+ * activity outbox publishes only what a completed task recorded, so a repeat is always the same event.
  */
 export interface RunEventSinks extends Sinks {
   runEvents: {
@@ -67,9 +72,9 @@ export const PUBLISH_BY_SINK_PATCH = 'run-events-published-by-the-workflow-task'
 type OutboxOptions = { org: string; run_id: string; kind: RunKind; lane: string; firstSeq: number; state: () => RunState; eventsVia?: 'activity' };
 
 /**
- * The run's outbox: seq is assigned here and nowhere else, and events leave in seq order. Executions
- * started before the sink existed (their histories hold `publishRunEvents` activities) keep
- * publishing by activity, so they replay.
+ * The run's outbox: seq is assigned here and nowhere else, and events leave in seq order. New
+ * executions publish by activity (their input says so: AGENTRUN_RUN_EVENTS_VIA's default); those
+ * recorded with the sink's patch marker keep the sink, so they replay.
  */
 export function openOutbox(options: OutboxOptions): Outbox {
   return publishesBySink(options.eventsVia) ? sinkOutbox(options) : activityOutbox(options);
@@ -113,8 +118,8 @@ function sinkOutbox(options: OutboxOptions): Outbox {
 }
 
 /**
- * The outbox of executions recorded before the sink: one loop publishes in seq order by activity. The
- * loop cannot be cancelled, so a Temporal cancel never stops the run's last events going out;
+ * The outbox of new executions, and of those recorded before the sink: one loop publishes in seq order
+ * by activity, each batch what completed tasks emitted. The loop cannot be cancelled, so a Temporal cancel never stops the run's last events going out;
  * publishing retries for as long as it takes, so an event the workflow decided on is never dropped.
  */
 function activityOutbox(options: OutboxOptions): Outbox {

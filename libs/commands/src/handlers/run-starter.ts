@@ -24,7 +24,7 @@ export interface AgentDefaults {
   timeouts: ToolTimeouts;
   /** Recovery points of a run without a snapshot series, on a workspace host. */
   recovery_every_steps?: number;
-  /** AGENTRUN_RUN_EVENTS_VIA=activity: the run publishes by activity (a baseline for benchmarks). */
+  /** AGENTRUN_RUN_EVENTS_VIA=activity (the default): the run publishes by activity; absent, by the workflow-task sink. */
   events_via?: 'activity';
 }
 
