@@ -6,11 +6,14 @@ import { Context } from '@temporalio/activity';
 import { WorkflowFailedError, WorkflowUpdateFailedError, type WorkflowHandle, type WorkflowHandleWithFirstExecutionRunId } from '@temporalio/client';
 import { ApplicationFailure, defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type LogLevel } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type ActivityInterceptorsFactory, type LogLevel, type WorkerOptions } from '@temporalio/worker';
 import { SEARCH_ATTRIBUTES, type RunEvent, type SearchAttributeType as AttributeTypeName } from '@agentrun/contracts';
 import {
   AgentRun,
+  CARRIED_EVENTS_KEY,
+  CARRIED_RESULT_KEY,
   EvalRun,
+  isCarriedEvents,
   type AgentActivities,
   type AgentRunInput,
   type CaseOutcome,
@@ -102,6 +105,12 @@ export interface RigLanes {
   snapshots?: Partial<SnapshotActivities>;
   /** Cases of an eval; served only when given. */
   gpuEval?: Partial<EvalActivities>;
+  /**
+   * What the CPU lane's worker does with the run events a call carries, as the orchestrator's
+   * `carriedEventsInterceptor` does: `publishes` (the default) records them and says so in the
+   * result; `cannot` runs the call and answers plainly, as when Kafka is away.
+   */
+  carrier?: 'publishes' | 'cannot';
 }
 
 /** Runtime.install may be called once per module instance; jest gives each test file its own. */
@@ -290,6 +299,8 @@ export class Rig {
   readonly org = 'acme';
   readonly lanes: Lanes & { gpuEval: string };
   readonly calls: ActivityCall[] = [];
+  /** Calls on the CPU lane that carried run events. */
+  carriedCalls = 0;
   private readonly handles: WorkflowHandle[] = [];
 
   constructor(
@@ -344,7 +355,7 @@ export class Rig {
       steps_per_execution: 1_000,
       timeouts: { tool_start_to_close_s: 30, tool_heartbeat_s: 5, gpu_schedule_to_start_s: 30 },
       // As the starter does by default; `events_via: undefined` starts one on the workflow-task sink.
-      events_via: 'activity',
+      events_via: 'carried',
       ...input,
     };
     return this.track(await this.env.client.workflow.start(AgentRun, { workflowId: `${this.org}/${runId}`, taskQueue: this.lanes.agentWorkflows, args: [full] }));
@@ -364,7 +375,7 @@ export class Rig {
       errored_ungraded: false,
       lanes: { agentWorkflows: this.lanes.agentWorkflows, gpuEval: this.lanes.gpuEval },
       case_heartbeat_s: 5,
-      events_via: 'activity',
+      events_via: 'carried',
       ...input,
     };
     return this.track(await this.env.client.workflow.start(EvalRun, { workflowId: `${this.org}/${runId}`, taskQueue: this.lanes.agentWorkflows, args: [full] }));
@@ -403,15 +414,33 @@ export class Rig {
     return waitFor(what, () => this.callsOf(name).find(match), timeoutMs, 20);
   }
 
-  private workerSpecs(): { taskQueue: string; activities: Activities }[] {
+  private workerSpecs(): { taskQueue: string; activities: Activities; interceptors?: WorkerOptions['interceptors'] }[] {
     const { cpu, gpu, snapshots, gpuEval } = this.doubles;
     const lane = (taskQueue: string, activities: object) => ({ taskQueue, activities: this.recorded(taskQueue, activities as Activities) });
     return [
-      lane(this.lanes.cpuTools, agentDoubles('cpu', cpu)),
+      { ...lane(this.lanes.cpuTools, agentDoubles('cpu', cpu)), interceptors: { activity: [this.carrier()] } },
       ...(gpu === 'unserved' ? [] : [lane(this.lanes.gpuTools, agentDoubles('gpu', gpu))]),
       ...(snapshots ? [lane(this.lanes.snapshots!, snapshots)] : []),
       ...(gpuEval ? [lane(this.lanes.gpuEval, caseDoubles(gpuEval))] : []),
     ];
+  }
+
+  /** Carried run events, handled as `carrier` says; every call carrying any is counted in `carriedCalls`. */
+  private carrier(): ActivityInterceptorsFactory {
+    return () => ({
+      inbound: {
+        execute: async (input, next) => {
+          const carried = input.args[input.args.length - 1];
+          if (input.args.length < 2 || !isCarriedEvents(carried)) return next(input);
+          this.carriedCalls += 1;
+          const events = carried[CARRIED_EVENTS_KEY] as RunEvent[];
+          const publishes = this.doubles.carrier !== 'cannot';
+          if (publishes) this.env.published.push(...events);
+          const value = await next({ ...input, args: input.args.slice(0, -1) });
+          return publishes ? { [CARRIED_RESULT_KEY]: events[events.length - 1].seq, value } : value;
+        },
+      },
+    });
   }
 
   private recorded(lane: string, activities: Activities): Activities {

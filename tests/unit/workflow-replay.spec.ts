@@ -15,12 +15,13 @@ import { REPO_ROOT } from '../support/stack-env';
  * workflow task: it fails when a step's result reaches the loop one microtask turn later than it did, a
  * reordering the other histories do not show. It comes from tests/e2e/bad-input.e2e.ts and is kept as is.
  *
- * Three shapes of how run events leave. The `-by-activity` histories (and `agent-run-busy`,
+ * Four shapes of how run events leave. The `-by-activity` histories (and `agent-run-busy`,
  * `eval-run-cancelled`) were recorded first: `publishRunEvents` activities and a `CurrentStep` upsert
  * per step, no patch marker. The `-by-workflow-task` ones were recorded while the workflow-task sink was
- * the default: no publishing activity, the sink's patch marker, `CurrentStep` every 20 steps. The rest
- * are today's shape: `publishRunEvents` activities again, and the marker of the patch that upserts
- * `CurrentStep` every 20 steps.
+ * the default: no publishing activity, the sink's patch marker, `CurrentStep` every 20 steps. The
+ * `-by-activity-every-20` ones publish by activity with the marker of the patch that upserts
+ * `CurrentStep` every 20 steps (runs started with AGENTRUN_RUN_EVENTS_VIA=activity). The rest are
+ * today's shape: events carried by the `cpu-tools` calls (an extra argument), the rest by activity.
  *
  * `eval-run-cancelled` is an EvalRun cancelled while two cases ran, recorded in the workflow tier before
  * its cases waited for their own answer at a cancel: it fails if that behaviour reaches such runs unpatched.
@@ -36,14 +37,17 @@ describe('workflow code replays the saved histories', () => {
         'agent-run.history.pb',
         'agent-run-by-activity.history.pb',
         'agent-run-by-workflow-task.history.pb',
+        'agent-run-by-activity-every-20.history.pb',
         'agent-run-busy.history.pb',
         'research-agent.history.pb',
         'snapshot-series.history.pb',
         'snapshot-series-by-activity.history.pb',
         'snapshot-series-by-workflow-task.history.pb',
+        'snapshot-series-by-activity-every-20.history.pb',
         'fork.history.pb',
         'fork-by-activity.history.pb',
         'fork-by-workflow-task.history.pb',
+        'fork-by-activity-every-20.history.pb',
         'eval-run-cancelled.history.pb',
       ]),
     );

@@ -98,14 +98,15 @@ describe('AgentRun', () => {
     }
   });
 
-  it('a run started with events_via activity (the default) publishes by activity, and upserts CurrentStep only with its status under its own patch', async () => {
+  it('a run started with events_via activity publishes every batch by activity, and upserts CurrentStep only with its status under its own patch', async () => {
     const rig = env.rig();
     await rig.run(async () => {
       const runId = rig.runId('by-activity');
-      const handle = await rig.startAgent('by-activity', { max_steps: 3 });
+      const handle = await rig.startAgent('by-activity', { max_steps: 3, events_via: 'activity' });
       expect(await handle.result()).toMatchObject({ status: 'done', steps: 3 });
       const events = rig.events(runId);
       expect(seqsOf(events)).toEqual(oneToN(events.length));
+      expect(rig.carriedCalls).toBe(0);
       const history = (await handle.fetchHistory()).events ?? [];
       // Every event went out in an activity's input: in the history, so only what completed tasks emitted.
       const published = history.flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name === 'publishRunEvents' ? [e.activityTaskScheduledEventAttributes] : []));
@@ -115,6 +116,53 @@ describe('AgentRun', () => {
       expect(markers).toEqual(['core_patch']);
       const upserted = history.flatMap((e) => Object.keys(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {}).sort().join('+') || []);
       expect(upserted).toEqual(['TemporalChangeVersion', 'AgentStatus+CurrentStep', 'AgentStatus+CurrentStep']);
+    });
+  });
+
+  it('a carried run (the default) sends its events with its CPU-lane calls, and by activity only what none of them carries', async () => {
+    const rig = env.rig();
+    await rig.run(async () => {
+      const runId = rig.runId('carried');
+      const handle = await rig.startAgent('carried', { max_steps: 4 });
+      expect(await handle.result()).toMatchObject({ status: 'done', steps: 4 });
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      // Every copy of a seq is the same event.
+      expect(new Set(rig.everyPublished(runId).map((e) => `${e.seq}:${e.type}`)).size).toBe(events.length);
+      const history = (await handle.fetchHistory()).events ?? [];
+      const scheduled = history.flatMap((e) => {
+        const a = e.activityTaskScheduledEventAttributes;
+        return a ? [{ name: a.activityType?.name, queue: a.taskQueue?.name, args: a.input?.payloads?.length ?? 0 }] : [];
+      });
+      const onCpu = scheduled.filter((a) => a.queue === rig.lanes.cpuTools);
+      // The calls that carried events have them as a second argument, in the history.
+      expect(rig.carriedCalls).toBeGreaterThanOrEqual(2);
+      expect(onCpu.filter((a) => a.args === 2)).toHaveLength(rig.carriedCalls);
+      // Fewer publishing activities than the same run publishing every batch by activity (the GPU step,
+      // the research child and the end still need one each).
+      const publishing = scheduled.filter((a) => a.name === 'publishRunEvents').length;
+      expect(publishing).toBeGreaterThanOrEqual(1);
+      const byActivity = await rig.startAgent('carried-baseline', { max_steps: 4, events_via: 'activity' });
+      await byActivity.result();
+      const baseline = ((await byActivity.fetchHistory()).events ?? []).filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'publishRunEvents').length;
+      expect(publishing).toBeLessThan(baseline);
+      console.log(`4 steps: publishRunEvents ${publishing} carried, ${baseline} by activity; carried calls ${rig.carriedCalls}`);
+    });
+  });
+
+  it("a carried run whose CPU worker cannot publish still gets every event out, by the publishing activity", async () => {
+    const rig = env.rig({ carrier: 'cannot' });
+    await rig.run(async () => {
+      const runId = rig.runId('carrier-down');
+      const handle = await rig.startAgent('carrier-down', { max_steps: 4 });
+      expect(await handle.result()).toMatchObject({ status: 'done', steps: 4 });
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      expect(events.at(-1)).toMatchObject({ type: 'run_finished' });
+      expect(rig.carriedCalls).toBeGreaterThanOrEqual(2);
+      // Nothing the carriers held was lost: all of it went by activity.
+      const history = (await handle.fetchHistory()).events ?? [];
+      expect(history.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'publishRunEvents').length).toBeGreaterThanOrEqual(1);
     });
   });
 

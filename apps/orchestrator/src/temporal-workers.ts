@@ -1,5 +1,5 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { createAgentActivities, createCaseSource, createChatClient, createPublishActivities, CPU_TOOLS, RunEventPublisher, type PublishDeps } from '@agentrun/activities';
+import { carriedEventsInterceptor, createAgentActivities, createCaseSource, createChatClient, createPublishActivities, CPU_TOOLS, RunEventPublisher, type PublishDeps } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { FaultPoints } from '@agentrun/config';
 import { hostLanesFor, lanesFor } from '@agentrun/contracts';
@@ -29,12 +29,19 @@ export class TemporalWorkers extends LaneWorkers {
     return [...(roles.has('workflows') ? [this.workflowLane()] : []), ...(roles.has('cpu-tools') ? this.cpuToolLanes() : [])];
   }
 
+  private readonly carrierLog = new Logger('CarriedRunEvents');
+
+  /** How this process publishes run events: the workflow lane's activity and sink, and the calls that carry them. */
+  private publishDeps(kafka: Kafka): PublishDeps {
+    return { bus: kafka.bus, topicPrefix: kafka.topicPrefix, signer: runEventSigner(this.config), faults: new FaultPoints(this.config.AGENTRUN_FAULTS, this.config.AGENTRUN_PROFILE) };
+  }
+
   private workflowLane(): LaneWorkerOptions {
     const kafka = required(this.kafka, 'Kafka', 'workflows');
     const workflowSource = this.config.WORKFLOW_BUNDLE_PATH
       ? { workflowBundle: { codePath: this.config.WORKFLOW_BUNDLE_PATH } }
       : { workflowsPath: require.resolve('@agentrun/workflows') };
-    const publish: PublishDeps = { bus: kafka.bus, topicPrefix: kafka.topicPrefix, signer: runEventSigner(this.config), faults: new FaultPoints(this.config.AGENTRUN_FAULTS, this.config.AGENTRUN_PROFILE) };
+    const publish = this.publishDeps(kafka);
     const logger = new Logger('RunEventPublisher');
     const publisher = new RunEventPublisher(publish, {
       onFailure: (workflow, attempt, err) =>
@@ -80,9 +87,11 @@ export class TemporalWorkers extends LaneWorkers {
       payloads: { store, inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
       ...(host ? { placement: { host, lanes: hostLanesFor(prefix, host) } } : {}),
     });
+    // The run events a call carries are published before it runs, where this process has Kafka.
+    const carrier = this.kafka ? { interceptors: { activity: [carriedEventsInterceptor(this.publishDeps(this.kafka), (m) => this.carrierLog.warn(m))] } } : {};
     return [
-      { taskQueue: lanesFor(prefix).cpuTools, activities },
-      ...(host ? [{ taskQueue: hostLanesFor(prefix, host).cpuTools, activities }] : []),
+      { taskQueue: lanesFor(prefix).cpuTools, activities, ...carrier },
+      ...(host ? [{ taskQueue: hostLanesFor(prefix, host).cpuTools, activities, ...carrier }] : []),
     ];
   }
 }

@@ -4,8 +4,8 @@ import type { RunEventEnvelope } from '@agentrun/contracts';
 import { EventSigner, EventVerifier, type KafkaBus, type OutboundMessage } from '@agentrun/kafka';
 import type { FaultPoints } from '@agentrun/config';
 import { contextOfTraceparent, initTracing, inSpan, processMetrics, resetTracingForTests, tracingState } from '@agentrun/telemetry';
-import { TRACEPARENT_MEMO } from '@agentrun/workflows';
-import { createPublishActivities, requestsOf, RunEventPublisher } from './publish.activities';
+import { CARRIED_EVENTS_KEY, CARRIED_RESULT_KEY, TRACEPARENT_MEMO } from '@agentrun/workflows';
+import { carriedEventsInterceptor, createPublishActivities, requestsOf, RunEventPublisher } from './publish.activities';
 
 const TRACE_ID = '0af7651916cd43dd8448eb211c80319c';
 const TRACEPARENT = `00-${TRACE_ID}-b7ad6b7169203331-01`;
@@ -120,5 +120,47 @@ describe('requestsOf', () => {
     const groups = requestsOf([sized(1, 100), sized(2, 100), sized(3, 100), sized(4, 5000), sized(5, 100)], one * 2);
     expect(groups.map((g) => g.map((e) => e.seq))).toEqual([[1, 2], [3], [4], [5]]);
     expect(requestsOf([])).toEqual([]);
+  });
+});
+
+describe('carriedEventsInterceptor (the cpu-tools lanes)', () => {
+  const ctx = { info: { activityType: 'runTool' } } as never;
+  const execute = (deps: Parameters<typeof carriedEventsInterceptor>[0], args: unknown[], next: (input: { args: unknown[] }) => Promise<unknown>) =>
+    carriedEventsInterceptor(deps)(ctx).inbound!.execute!({ args, headers: {} }, next as never);
+
+  it('publishes what a call carries before the activity runs, hands the activity its own arguments, and says how far it published', async () => {
+    initTracing('orchestrator', {});
+    const { bus, sent } = fakeBus();
+    const seen: unknown[][] = [];
+    const result = await execute({ bus, topicPrefix: '', signer: new EventSigner(key) }, [{ tool: 'grep' }, { [CARRIED_EVENTS_KEY]: [event(3), event(4)] }], async (input) => {
+      // Already on the topic when the activity starts.
+      expect(sent.map((m) => m.headers?.seq)).toEqual(['3', '4']);
+      seen.push(input.args);
+      return { output: 'found' };
+    });
+    expect(seen).toEqual([[{ tool: 'grep' }]]);
+    expect(result).toEqual({ [CARRIED_RESULT_KEY]: 4, value: { output: 'found' } });
+    for (const message of sent) expect(new EventVerifier([key]).verify(Buffer.from(message.value), message.headers)).toEqual({ ok: true, kid: 'k1' });
+  });
+
+  it('runs the activity anyway when Kafka refuses, and answers plainly so the workflow sends the events again', async () => {
+    initTracing('orchestrator', {});
+    const bus = { send: async () => Promise.reject(new Error('broker away')) } as unknown as KafkaBus;
+    const failures = processMetrics().runEventPublishing().failures;
+    const before = (await failures.get()).values.reduce((n, v) => n + v.value, 0);
+    const result = await execute({ bus, topicPrefix: '', signer: new EventSigner(key) }, [{ tool: 'grep' }, { [CARRIED_EVENTS_KEY]: [event(5)] }], async () => 'ran');
+    expect(result).toBe('ran');
+    expect((await failures.get()).values.reduce((n, v) => n + v.value, 0)).toBe(before + 1);
+  });
+
+  it('passes a call that carries nothing through untouched', async () => {
+    const { bus, sent } = fakeBus();
+    const args = [{ tool: 'grep' }];
+    const result = await execute({ bus, topicPrefix: '', signer: new EventSigner(key) }, args, async (input) => {
+      expect(input.args).toBe(args);
+      return 'plain';
+    });
+    expect(result).toBe('plain');
+    expect(sent).toEqual([]);
   });
 });

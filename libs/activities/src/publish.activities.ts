@@ -2,7 +2,8 @@ import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { ApplicationFailure } from '@temporalio/common';
 import { noFaults, type FaultPoints } from '@agentrun/config';
 import type { EventSigner, KafkaBus } from '@agentrun/kafka';
-import { TRACEPARENT_MEMO, type PublishActivities } from '@agentrun/workflows';
+import { CARRIED_EVENTS_KEY, CARRIED_RESULT_KEY, isCarriedEvents, TRACEPARENT_MEMO, type CarriedResult, type PublishActivities } from '@agentrun/workflows';
+import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { SpanKind, type Context } from '@opentelemetry/api';
 import { contextOfTraceparent, inSpan, processMetrics, traceHeaders } from '@agentrun/telemetry';
 
@@ -64,6 +65,39 @@ export function createPublishActivities(deps: PublishDeps): PublishActivities {
       counted.published.inc(events.length);
     },
   };
+}
+
+/**
+ * The activity interceptor of the lanes whose calls carry run events (the orchestrator's `cpu-tools`;
+ * see the workflows' carried outbox). A call whose last argument holds events publishes them, signed,
+ * before the activity runs, and then answers `{ [CARRIED_RESULT_KEY]: last seq, value }` with the
+ * activity's own result as `value`, which the workflow unwraps. When they cannot be published (Kafka
+ * away, a lost ack) the activity still runs and answers plainly: the workflow then sends those events
+ * again with its next carrier or its publishing activity, so a Kafka outage never fails a tool.
+ * Calls without events pass through untouched.
+ */
+export function carriedEventsInterceptor(deps: PublishDeps, log?: (message: string) => void): ActivityInterceptorsFactory {
+  return (ctx) => ({
+    inbound: {
+      async execute(input, next) {
+        const carried = input.args[input.args.length - 1];
+        if (input.args.length < 2 || !isCarriedEvents(carried)) return next(input);
+        const events = carried[CARRIED_EVENTS_KEY];
+        const counted = processMetrics().runEventPublishing();
+        let through: number | undefined;
+        try {
+          if (events.length > 0) await sendRunEvents(deps, events);
+          through = events.length > 0 ? events[events.length - 1].seq : undefined;
+          counted.published.inc(events.length);
+        } catch (err) {
+          counted.failures.inc();
+          log?.(`run events carried by ${ctx.info.activityType} not acknowledged; the workflow sends them again: ${err instanceof Error ? err.message : String(err)}`);
+        }
+        const value = await next({ ...input, args: input.args.slice(0, -1) });
+        return through === undefined ? value : ({ [CARRIED_RESULT_KEY]: through, value } satisfies CarriedResult);
+      },
+    },
+  });
 }
 
 /** At most about this many value bytes per produce request (the topics allow 1 MiB per batch). */

@@ -50,6 +50,11 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
   });
 }
 
+/** A run's `events_via` from AGENTRUN_RUN_EVENTS_VIA: none for the workflow-task sink (the input's absence says so). */
+function eventsViaOf(via: RunDefaultsConfig['AGENTRUN_RUN_EVENTS_VIA']): { events_via?: 'activity' | 'carried' } {
+  return via === 'workflow-task' ? {} : { events_via: via };
+}
+
 /** The run defaults from a service's configuration. */
 export function agentDefaultsOf(config: Pick<RunDefaultsConfig, 'AGENTRUN_STEPS_PER_EXECUTION' | 'AGENTRUN_HISTORY_MAX_EVENTS' | 'AGENTRUN_HISTORY_MAX_BYTES' | 'AGENTRUN_RESEARCH_EVERY' | 'AGENTRUN_TOOL_START_TO_CLOSE_S' | 'AGENTRUN_TOOL_HEARTBEAT_S' | 'AGENTRUN_GPU_SCHEDULE_TO_START_S' | 'AGENTRUN_HOST_SCHEDULE_TO_START_S' | 'AGENTRUN_RECOVERY_EVERY_STEPS' | 'AGENTRUN_RUN_EVENTS_VIA'>): AgentDefaults {
   return {
@@ -63,7 +68,7 @@ export function agentDefaultsOf(config: Pick<RunDefaultsConfig, 'AGENTRUN_STEPS_
       host_schedule_to_start_s: config.AGENTRUN_HOST_SCHEDULE_TO_START_S,
     },
     recovery_every_steps: config.AGENTRUN_RECOVERY_EVERY_STEPS,
-    ...(config.AGENTRUN_RUN_EVENTS_VIA === 'activity' ? { events_via: 'activity' as const } : {}),
+    ...eventsViaOf(config.AGENTRUN_RUN_EVENTS_VIA),
   };
 }
 
@@ -73,6 +78,6 @@ export function evalDefaultsOf(config: Pick<RunDefaultsConfig, 'EVAL_PARALLELISM
     parallelism: config.EVAL_PARALLELISM,
     errored_ungraded: config.AGENTRUN_ERRORED_TURN_UNGRADED,
     case_heartbeat_s: config.EVAL_CASE_HEARTBEAT_S,
-    ...(config.AGENTRUN_RUN_EVENTS_VIA === 'activity' ? { events_via: 'activity' as const } : {}),
+    ...eventsViaOf(config.AGENTRUN_RUN_EVENTS_VIA),
   };
 }

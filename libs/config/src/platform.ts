@@ -345,13 +345,14 @@ export const runDefaultsSpec = {
   /** Cases failed for a reason the agent did not cause are left ungraded instead of scored 0. */
   AGENTRUN_ERRORED_TURN_UNGRADED: bool(false),
   /**
-   * How new runs' events leave: `activity` (a `publishRunEvents` activity per batch, scheduled by the
-   * workflow task, so only events of tasks in the history are published) or `workflow-task` (each task's
+   * How new runs' events leave: `carried` (each rides the run's next call on a `cpu-tools` lane, and
+   * what none carries goes by a `publishRunEvents` activity), `activity` (a `publishRunEvents` activity
+   * per batch), both in the history, so only events of completed tasks are published; or `workflow-task` (each task's
    * events are published by the workflow worker before the task completes: no action of their own, but
    * a task that is cut off after publishing (its worker killed, its timeout passed) runs again with
    * whatever arrived meanwhile, and can publish different events under the same seqs; benchmarks only).
    */
-  AGENTRUN_RUN_EVENTS_VIA: oneOf(['workflow-task', 'activity'] as const, 'activity'),
+  AGENTRUN_RUN_EVENTS_VIA: oneOf(['carried', 'activity', 'workflow-task'] as const, 'carried'),
 };
 
 export type LifecycleConfig = ConfigOf<typeof lifecycleSpec>;

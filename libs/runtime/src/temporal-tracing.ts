@@ -39,9 +39,10 @@ export function withWorkerTracing<T extends Omit<WorkerOptions, 'connection' | '
     ...lane,
     interceptors: {
       ...lane.interceptors,
+      // Outermost, so what the lane's own interceptors do (publishing carried run events) is in the activity's span.
       activity: [
-        ...(lane.interceptors?.activity ?? []),
         (ctx) => ({ inbound: new OpenTelemetryActivityInboundInterceptor(ctx), outbound: new OpenTelemetryActivityOutboundInterceptor(ctx) }),
+        ...(lane.interceptors?.activity ?? []),
       ],
       ...(bundlesItself ? { workflowModules: [...(lane.interceptors?.workflowModules ?? []), WORKFLOW_TRACING_MODULE] } : {}),
     },

@@ -50,7 +50,7 @@ export function hostWaitSecondsOf(timeouts: ToolTimeouts): number {
  * own queues, bounded by schedule-to-start so a lost host is noticed; model calls, compensations,
  * restores and claims stay on the shared lanes, which any live host serves.
  */
-export function agentRunActivities(input: AgentRunInput, timeouts: ToolTimeouts, placement?: WorkspacePlacement): AgentRunActivities {
+export function agentRunActivities(input: AgentRunInput, timeouts: ToolTimeouts, placement?: WorkspacePlacement, carry: Outbox['carry'] = (a) => a): AgentRunActivities {
   const hostWait = placement ? { scheduleToStartTimeout: `${hostWaitSecondsOf(timeouts)}s` } : {};
   const cpu = proxyActivities<AgentActivities>({
     taskQueue: placement?.lanes.cpuTools ?? input.lanes.cpuTools,
@@ -92,7 +92,9 @@ export function agentRunActivities(input: AgentRunInput, timeouts: ToolTimeouts,
     retry: { ...TOOL_RETRY, nonRetryableErrorTypes: ['BadArguments', 'SnapshotUnusable'] },
   });
   const saga = proxyActivities<AgentActivities>({ taskQueue: input.lanes.cpuTools, startToCloseTimeout: '30s', retry: FOREVER });
-  return { cpu, gpu, model, restorer, saga, claim };
+  // Every lane but the GPU one is `cpu-tools` (the shared one or a host's), served by the orchestrator,
+  // which publishes the run events its calls carry; the GPU worker has no Kafka.
+  return { cpu: carry(cpu), gpu, model: carry(model), restorer: carry(restorer), saga: carry(saga), claim: carry(claim) };
 }
 
 /**

@@ -193,12 +193,13 @@ export interface AgentRunInput {
   /** An eval case this run solves: its files seed the workspace before the first step. */
   seed?: WorkspaceSeed;
   /**
-   * `activity` (AGENTRUN_RUN_EVENTS_VIA's default): events leave by a `publishRunEvents` activity per
-   * batch, so only the events of workflow tasks in the history are published; `CurrentStep` is upserted
-   * every 20 steps (every step in executions recorded before the patch that says so). Absent: the
-   * workflow-task sink, which a cut-off task can make publish two different events under one seq.
+   * `carried` (AGENTRUN_RUN_EVENTS_VIA's default): events ride the run's calls on the `cpu-tools` lanes,
+   * and what none carries leaves by a `publishRunEvents` activity; `activity`: every batch by that
+   * activity. Either way only the events of workflow tasks in the history are published. `CurrentStep`
+   * is upserted every 20 steps (every step in executions recorded before the patch that says so).
+   * Absent: the workflow-task sink, which a cut-off task can make publish two different events under one seq.
    */
-  events_via?: 'activity';
+  events_via?: 'activity' | 'carried';
 }
 
 /** An eval case whose files a run's workspace starts with. */

@@ -52,7 +52,7 @@ export interface EvalRunInput {
   /** The `agent` solver: every case's `AgentRun` child starts from this, with its own id, goal and seed. */
   agent?: AgentCaseTemplate;
   /** As `AgentRunInput.events_via`. */
-  events_via?: 'activity';
+  events_via?: 'activity' | 'carried';
 }
 
 /** An agent case's run as the starter set it up; the case adds its run id, goal and workspace seed. */

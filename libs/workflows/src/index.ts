@@ -8,4 +8,4 @@ export { ResearchAgent } from './research-agent.workflow';
 export * from './conversation';
 export * from './eval-run.types';
 export { EvalRun, approveUpdate, cancelEvalSignal, evalStatusQuery } from './eval-run.workflow';
-export { PUBLISH_BY_SINK_PATCH, TRACEPARENT_MEMO, type RunEventSinks } from './outbox';
+export { CARRIED_EVENTS_KEY, CARRIED_RESULT_KEY, isCarriedEvents, PUBLISH_BY_SINK_PATCH, TRACEPARENT_MEMO, type CarriedEvents, type CarriedResult, type EventsVia, type RunEventSinks } from './outbox';

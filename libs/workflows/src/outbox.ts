@@ -38,6 +38,31 @@ export interface Outbox {
   drain(): Promise<void>;
   /** The last seq assigned. */
   seq(): number;
+  /**
+   * The same activity stubs, their calls carrying the run's unpublished events to the worker that
+   * runs them (only in executions that publish that way; the stubs unchanged otherwise). Only for
+   * lanes whose workers publish what they carry (the orchestrator's `cpu-tools`).
+   */
+  carry<T extends object>(activities: T): T;
+}
+
+/**
+ * What a carried activity call gets as its last argument: the run's events not yet known to be on
+ * the topic, in seq order from the first of them. The worker that runs the activity publishes them
+ * before it runs the activity (`carriedEventsInterceptor` in libs/activities) and says so in the result.
+ */
+export const CARRIED_EVENTS_KEY = 'agentrun_run_events';
+/** The key of a carried call's result that says the events went out (the activity's own result is `value`). */
+export const CARRIED_RESULT_KEY = 'agentrun_run_events_published_through';
+export type CarriedEvents = { [CARRIED_EVENTS_KEY]: RunEventEnvelope[] };
+export type CarriedResult = { [CARRIED_RESULT_KEY]: number; value: unknown };
+
+export function isCarriedEvents(value: unknown): value is CarriedEvents {
+  return typeof value === 'object' && value !== null && Array.isArray((value as Record<string, unknown>)[CARRIED_EVENTS_KEY]);
+}
+
+function isCarriedResult(value: unknown): value is CarriedResult {
+  return typeof value === 'object' && value !== null && typeof (value as Record<string, unknown>)[CARRIED_RESULT_KEY] === 'number';
 }
 
 /**
@@ -50,8 +75,8 @@ export interface Outbox {
  * timeout passed) runs again, and the server hands the new attempt whatever arrived meanwhile (a
  * signal, an activity's result) in the same activation: the attempt can emit different events under
  * the seqs the first attempt already published (the fault matrix saw a `context_injected` and a
- * `snapshot_captured` both published as seq 7), and consumers keep the first of each seq. The
- * activity outbox publishes only what a completed task recorded, so a repeat is always the same event.
+ * `snapshot_captured` both published as seq 7), and consumers keep the first of each seq. The carried
+ * and activity outboxes publish only what a completed task recorded, so a repeat is always the same event.
  */
 export interface RunEventSinks extends Sinks {
   runEvents: {
@@ -69,14 +94,17 @@ export const TRACEPARENT_MEMO = 'traceparent';
 /** Marks the executions that publish through the sink; those recorded before it publish by activity. */
 export const PUBLISH_BY_SINK_PATCH = 'run-events-published-by-the-workflow-task';
 
-type OutboxOptions = { org: string; run_id: string; kind: RunKind; lane: string; firstSeq: number; state: () => RunState; eventsVia?: 'activity' };
+export type EventsVia = 'activity' | 'carried';
+
+type OutboxOptions = { org: string; run_id: string; kind: RunKind; lane: string; firstSeq: number; state: () => RunState; eventsVia?: EventsVia };
 
 /**
  * The run's outbox: seq is assigned here and nowhere else, and events leave in seq order. New
- * executions publish by activity (their input says so: AGENTRUN_RUN_EVENTS_VIA's default); those
- * recorded with the sink's patch marker keep the sink, so they replay.
+ * executions carry their events on their calls, or publish them by activity (their input says which:
+ * AGENTRUN_RUN_EVENTS_VIA); those recorded with the sink's patch marker keep the sink, so they replay.
  */
 export function openOutbox(options: OutboxOptions): Outbox {
+  if (options.eventsVia === 'carried') return carriedOutbox(options);
   return publishesBySink(options.eventsVia) ? sinkOutbox(options) : activityOutbox(options);
 }
 
@@ -85,8 +113,8 @@ export function openOutbox(options: OutboxOptions): Outbox {
  * activity. Asked once per execution, first thing (the patch's marker goes in its first task); an
  * execution whose input asks for the activity never asks `patched`, so it records no marker either.
  */
-export function publishesBySink(eventsVia: 'activity' | undefined): boolean {
-  return eventsVia !== 'activity' && patched(PUBLISH_BY_SINK_PATCH);
+export function publishesBySink(eventsVia: EventsVia | undefined): boolean {
+  return eventsVia === undefined && patched(PUBLISH_BY_SINK_PATCH);
 }
 
 function envelope(options: OutboxOptions, seq: number, type: RunEventType, fields: object | undefined): RunEventEnvelope {
@@ -114,6 +142,7 @@ function sinkOutbox(options: OutboxOptions): Outbox {
     flushed: async () => undefined,
     drain: async () => undefined,
     seq: () => seq,
+    carry: (activities) => activities,
   };
 }
 
@@ -147,5 +176,114 @@ function activityOutbox(options: OutboxOptions): Outbox {
       await publishing;
     },
     seq: () => seq,
+    carry: (activities) => activities,
+  };
+}
+
+/**
+ * The outbox of executions that publish by carrying (`events_via: 'carried'`). Events ride the
+ * activities the run schedules anyway on the carrying lanes: a call takes every event not yet known
+ * to be on the topic as its last argument, recorded in the history with the call, so only what a
+ * completed workflow task emitted is ever published, and always the same events. The worker publishes
+ * them before the activity runs and says so in the result; the outbox then knows them published.
+ *
+ * Events that no call in flight carries (the task scheduled nothing on a carrying lane: a GPU tool, a
+ * research child, a wait, the end), and an execution's first events, which a client waits for, go out
+ * by the `publishRunEvents` activity (dispatched eagerly to the workflow's own worker), as in the activity
+ * outbox, whose loop this is: it cannot be cancelled and retries for as long as it takes. A carried
+ * call that fails, or whose worker could not publish, leaves its events unconfirmed, so the next
+ * carrier or that loop sends them again: duplicates, never a loss. Every batch starts at the first
+ * unconfirmed seq, so whichever goes out first, a run's events first appear on the topic in seq order.
+ */
+function carriedOutbox(options: OutboxOptions): Outbox {
+  const publisher = proxyActivities<PublishActivities>({ taskQueue: options.lane, startToCloseTimeout: '30s', retry: FOREVER });
+  const unconfirmed: RunEventEnvelope[] = [];
+  let seq = options.firstSeq;
+  let confirmed = options.firstSeq;
+  // The last seq each carrier in flight holds, by carrier.
+  const inFlight = new Map<number, number>();
+  let carriers = 0;
+  let closing = false;
+
+  const covered = (): number => {
+    let through = confirmed;
+    for (const last of inFlight.values()) through = Math.max(through, last);
+    return through;
+  };
+  const confirm = (through: number): void => {
+    if (through <= confirmed) return;
+    confirmed = Math.min(through, seq);
+    while (unconfirmed.length > 0 && unconfirmed[0].seq <= confirmed) unconfirmed.shift();
+  };
+  /** A batch from the first unconfirmed event, counted in flight until `landed` is called. */
+  const board = (): { events: RunEventEnvelope[]; landed: (through?: number) => void } | undefined => {
+    if (unconfirmed.length === 0) return undefined;
+    const events = nextBatch(unconfirmed);
+    const id = carriers++;
+    inFlight.set(id, events[events.length - 1].seq);
+    return {
+      events,
+      landed: (through) => {
+        inFlight.delete(id);
+        if (through !== undefined) confirm(through);
+      },
+    };
+  };
+
+  const publishing = CancellationScope.nonCancellable(async () => {
+    for (;;) {
+      await condition(() => seq > covered() || (closing && confirmed === seq));
+      if (seq <= covered()) return;
+      const batch = board()!;
+      try {
+        await publisher.publishRunEvents(batch.events);
+        batch.landed(batch.events[batch.events.length - 1].seq);
+      } finally {
+        batch.landed();
+      }
+    }
+  });
+
+  return {
+    emit(type, ...[fields]) {
+      seq += 1;
+      unconfirmed.push(envelope(options, seq, type, fields));
+    },
+    flushed: () => condition(() => confirmed === seq),
+    async drain() {
+      closing = true;
+      await publishing;
+    },
+    seq: () => seq,
+    carry<T extends object>(activities: T): T {
+      return new Proxy(activities, {
+        get(target, name, receiver) {
+          const stub = Reflect.get(target, name, receiver) as unknown;
+          if (typeof stub !== 'function') return stub;
+          return (...args: unknown[]) => {
+            // An execution's first events go by the publishing activity, which its worker runs at once
+            // (eager dispatch, its own queue); a call on another lane is matched and polled first, and
+            // the first event is what a client waits for.
+            const batch = confirmed > options.firstSeq ? board() : undefined;
+            if (!batch) return (stub as (...a: unknown[]) => Promise<unknown>)(...args);
+            const carried: CarriedEvents = { [CARRIED_EVENTS_KEY]: batch.events };
+            return (stub as (...a: unknown[]) => Promise<unknown>)(...args, carried).then(
+              (result) => {
+                if (!isCarriedResult(result)) {
+                  batch.landed();
+                  return result;
+                }
+                batch.landed(result[CARRIED_RESULT_KEY]);
+                return result.value;
+              },
+              (err: unknown) => {
+                batch.landed();
+                throw err;
+              },
+            );
+          };
+        },
+      });
+    },
   };
 }

@@ -24,8 +24,8 @@ export interface AgentDefaults {
   timeouts: ToolTimeouts;
   /** Recovery points of a run without a snapshot series, on a workspace host. */
   recovery_every_steps?: number;
-  /** AGENTRUN_RUN_EVENTS_VIA=activity (the default): the run publishes by activity; absent, by the workflow-task sink. */
-  events_via?: 'activity';
+  /** AGENTRUN_RUN_EVENTS_VIA (`carried` by default, or `activity`); absent, the run publishes by the workflow-task sink. */
+  events_via?: 'activity' | 'carried';
 }
 
 /** How every EvalRun is started. */
@@ -33,7 +33,7 @@ export interface EvalDefaults {
   parallelism: number;
   errored_ungraded: boolean;
   case_heartbeat_s: number;
-  events_via?: 'activity';
+  events_via?: 'activity' | 'carried';
 }
 
 /**
