@@ -136,7 +136,7 @@ describe('AgentRun', () => {
       });
       const onCpu = scheduled.filter((a) => a.queue === rig.lanes.cpuTools);
       // The calls that carried events have them as a second argument, in the history.
-      expect(rig.carriedCalls).toBeGreaterThanOrEqual(2);
+      expect(rig.carriedCalls).toBeGreaterThanOrEqual(1);
       expect(onCpu.filter((a) => a.args === 2)).toHaveLength(rig.carriedCalls);
       // Fewer publishing activities than the same run publishing every batch by activity (the GPU step,
       // the research child and the end still need one each).
@@ -159,7 +159,7 @@ describe('AgentRun', () => {
       const events = rig.events(runId);
       expect(seqsOf(events)).toEqual(oneToN(events.length));
       expect(events.at(-1)).toMatchObject({ type: 'run_finished' });
-      expect(rig.carriedCalls).toBeGreaterThanOrEqual(2);
+      expect(rig.carriedCalls).toBeGreaterThanOrEqual(1);
       // Nothing the carriers held was lost: all of it went by activity.
       const history = (await handle.fetchHistory()).events ?? [];
       expect(history.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'publishRunEvents').length).toBeGreaterThanOrEqual(1);
