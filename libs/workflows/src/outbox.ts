@@ -233,7 +233,11 @@ function carriedOutbox(options: OutboxOptions): Outbox {
   const publishing = CancellationScope.nonCancellable(async () => {
     for (;;) {
       await condition(() => seq > covered() || (closing && confirmed === seq));
-      if (seq <= covered()) return;
+      // A call may have boarded the events between the condition and here: then wait again.
+      if (seq <= covered()) {
+        if (closing && confirmed === seq) return;
+        continue;
+      }
       const batch = board()!;
       try {
         await publisher.publishRunEvents(batch.events);
