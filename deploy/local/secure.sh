@@ -32,7 +32,7 @@ KAFKA_ADMIN_USER="admin"
 KAFKA_CONTROLLER_USER="kraft"
 KAFKA_OUTSIDE_USER="outside"
 KAFKA_OUTSIDE_GROUP_PREFIX="outside-"
-KAFKA_SERVICE_USERS="agentrun-gateway agentrun-orchestrator agentrun-projector"
+KAFKA_SERVICE_USERS="agentrun-gateway agentrun-orchestrator agentrun-projector agentrun-gpu-worker"
 PLATFORM_SERVICES="gateway orchestrator projector gpu-worker snapshotter"
 
 SECURE_GENERATED=0
@@ -200,6 +200,9 @@ acl agentrun-orchestrator TOPIC LITERAL agentrun.commands.dlq.v1 WRITE,DESCRIBE,
 acl agentrun-orchestrator TOPIC LITERAL agentrun.run-events.v1 WRITE,DESCRIBE,DESCRIBE_CONFIGS
 acl agentrun-orchestrator GROUP LITERAL agentrun-orchestrator-commands READ,DESCRIBE
 acl agentrun-orchestrator CLUSTER LITERAL kafka-cluster IDEMPOTENT_WRITE
+# gpu-worker: publishes the run events its GPU tool calls carry, nothing else
+acl agentrun-gpu-worker TOPIC LITERAL agentrun.run-events.v1 WRITE,DESCRIBE,DESCRIBE_CONFIGS
+acl agentrun-gpu-worker CLUSTER LITERAL kafka-cluster IDEMPOTENT_WRITE
 # projector: consumes run events, publishes run states and dead letters
 acl agentrun-projector TOPIC LITERAL agentrun.run-events.v1 READ,DESCRIBE,DESCRIBE_CONFIGS
 acl agentrun-projector TOPIC LITERAL agentrun.run-events.dlq.v1 WRITE,DESCRIBE,DESCRIBE_CONFIGS

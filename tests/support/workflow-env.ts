@@ -106,8 +106,8 @@ export interface RigLanes {
   /** Cases of an eval; served only when given. */
   gpuEval?: Partial<EvalActivities>;
   /**
-   * What the CPU lane's worker does with the run events a call carries, as the orchestrator's
-   * `carriedEventsInterceptor` does: `publishes` (the default) records them and says so in the
+   * What the CPU and GPU lanes' workers do with the run events a call carries, as the orchestrator's
+   * and the GPU worker's `carriedEventsInterceptor` does: `publishes` (the default) records them and says so in the
    * result; `cannot` runs the call and answers plainly, as when Kafka is away.
    */
   carrier?: 'publishes' | 'cannot';
@@ -419,7 +419,7 @@ export class Rig {
     const lane = (taskQueue: string, activities: object) => ({ taskQueue, activities: this.recorded(taskQueue, activities as Activities) });
     return [
       { ...lane(this.lanes.cpuTools, agentDoubles('cpu', cpu)), interceptors: { activity: [this.carrier()] } },
-      ...(gpu === 'unserved' ? [] : [lane(this.lanes.gpuTools, agentDoubles('gpu', gpu))]),
+      ...(gpu === 'unserved' ? [] : [{ ...lane(this.lanes.gpuTools, agentDoubles('gpu', gpu)), interceptors: { activity: [this.carrier()] } }]),
       ...(snapshots ? [lane(this.lanes.snapshots!, snapshots)] : []),
       ...(gpuEval ? [lane(this.lanes.gpuEval, caseDoubles(gpuEval))] : []),
     ];

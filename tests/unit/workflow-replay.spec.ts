@@ -15,13 +15,15 @@ import { REPO_ROOT } from '../support/stack-env';
  * workflow task: it fails when a step's result reaches the loop one microtask turn later than it did, a
  * reordering the other histories do not show. It comes from tests/e2e/bad-input.e2e.ts and is kept as is.
  *
- * Four shapes of how run events leave. The `-by-activity` histories (and `agent-run-busy`,
+ * Five shapes of how run events leave. The `-by-activity` histories (and `agent-run-busy`,
  * `eval-run-cancelled`) were recorded first: `publishRunEvents` activities and a `CurrentStep` upsert
  * per step, no patch marker. The `-by-workflow-task` ones were recorded while the workflow-task sink was
  * the default: no publishing activity, the sink's patch marker, `CurrentStep` every 20 steps. The
  * `-by-activity-every-20` ones publish by activity with the marker of the patch that upserts
- * `CurrentStep` every 20 steps (runs started with AGENTRUN_RUN_EVENTS_VIA=activity). The rest are
- * today's shape: events carried by the `cpu-tools` calls (an extra argument), the rest by activity.
+ * `CurrentStep` every 20 steps (runs started with AGENTRUN_RUN_EVENTS_VIA=activity). The
+ * `-carried-cpu-only` ones carry events on their `cpu-tools` calls (an extra argument), the rest by
+ * activity, the GPU steps' events among them. The rest are today's shape: the `gpu-tools` calls carry
+ * too (the `gpu-calls-carry-run-events` patch marker).
  *
  * `eval-run-cancelled` is an EvalRun cancelled while two cases ran, recorded in the workflow tier before
  * its cases waited for their own answer at a cancel: it fails if that behaviour reaches such runs unpatched.
@@ -48,6 +50,9 @@ describe('workflow code replays the saved histories', () => {
         'fork-by-activity.history.pb',
         'fork-by-workflow-task.history.pb',
         'fork-by-activity-every-20.history.pb',
+        'agent-run-carried-cpu-only.history.pb',
+        'snapshot-series-carried-cpu-only.history.pb',
+        'fork-carried-cpu-only.history.pb',
         'eval-run-cancelled.history.pb',
       ]),
     );

@@ -1,13 +1,21 @@
-import { databaseSpec, int, lifecycleSpec, tracingSpec, loggingSpec, modeSpec, modelEndpointSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, eventSigningSpec, int, kafkaSpec, profileSpec, lifecycleSpec, tracingSpec, loggingSpec, modeSpec, modelEndpointSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
-/** A Temporal worker with Postgres for its ledgers: no Kafka, no run defaults (they arrive in each workflow's input). */
+/**
+ * A Temporal worker with Postgres for its ledgers, and Kafka for the run events its `gpu-tools` calls
+ * carry (published, signed, as the orchestrator publishes them); no run defaults (they arrive in each
+ * workflow's input).
+ */
 export const gpuWorkerSpec = {
   ...lifecycleSpec,
   ...tracingSpec,
   ...loggingSpec,
   ...modeSpec,
+  ...profileSpec,
   ...temporalSpec,
   ...databaseSpec,
+  ...kafkaSpec,
+  // Every run event it publishes is signed; production refuses to start without keys.
+  ...eventSigningSpec,
   ...workspaceSpec,
   // Large tool outputs are offloaded here.
   ...objectStoreSpec,

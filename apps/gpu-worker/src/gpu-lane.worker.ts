@@ -1,23 +1,25 @@
-import { Inject, Injectable } from '@nestjs/common';
+import { Inject, Injectable, Logger } from '@nestjs/common';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
-import { createAgentActivities, createCaseSource, createChatClient, createEvalActivities, GPU_TOOLS, type ChatClient, type ChatClientFor } from '@agentrun/activities';
+import { carriedEventsInterceptor, createAgentActivities, createCaseSource, createChatClient, createEvalActivities, GPU_TOOLS, type ChatClient, type ChatClientFor } from '@agentrun/activities';
 import { modelEndpointsOf, readNamedSecret } from '@agentrun/config';
 import { lanesFor } from '@agentrun/contracts';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
-import { Database, LaneWorkers, PLATFORM_CONFIG, type LaneWorkerOptions } from '@agentrun/runtime';
+import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, runEventPublishing, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { GpuWorkerConfig } from './config';
 
 /**
  * Serves the shared `gpu-tools` lane (one tool per GPU slot) and the `gpu-eval` lane (benchmark cases).
  * A run on a workspace host sends its GPU tools here staged: the workspace by object-store reference,
  * restored into a temporary root, the files the tool wrote returned to the host (WORKSPACE_ROOT is
- * used only by runs on a shared volume).
+ * used only by runs on a shared volume). A `gpu-tools` call carries the run's unpublished events, which
+ * this worker publishes while the tool runs, as the orchestrator does for `cpu-tools` calls.
  */
 @Injectable()
 export class GpuLaneWorker extends LaneWorkers {
   constructor(
     @Inject(PLATFORM_CONFIG) private readonly config: GpuWorkerConfig,
     private readonly db: Database,
+    private readonly kafka: Kafka,
   ) {
     super(config);
   }
@@ -41,12 +43,16 @@ export class GpuLaneWorker extends LaneWorkers {
     };
   }
 
+  private readonly carrierLog = new Logger('CarriedRunEvents');
+
   protected lanes(): LaneWorkerOptions[] {
     const store = createObjectStore(objectStoreConfigOf(this.config));
+    const carrier = carriedEventsInterceptor(runEventPublishing(this.kafka, this.config), (m) => this.carrierLog.warn(m));
     return [
       {
         taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).gpuTools,
         maxConcurrentActivityTaskExecutions: this.config.GPU_SLOTS,
+        interceptors: { activity: [carrier] },
         activities: createAgentActivities({
           workspaceRoot: this.config.WORKSPACE_ROOT,
           effects: new EffectLedger(this.db.dataSource),

@@ -1,5 +1,6 @@
 import { Module, type DynamicModule } from '@nestjs/common';
-import { Database, HealthController, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME } from '@agentrun/runtime';
+import { TOPICS } from '@agentrun/contracts';
+import { Database, HealthController, Kafka, KAFKA_TOPICS_USED, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME } from '@agentrun/runtime';
 import type { GpuWorkerConfig } from './config';
 import { GpuLaneWorker } from './gpu-lane.worker';
 
@@ -12,10 +13,13 @@ export class GpuWorkerModule {
       providers: [
         { provide: PLATFORM_CONFIG, useValue: config },
         { provide: SERVICE_NAME, useValue: 'gpu-worker' },
+        // It only publishes the run events its calls carry.
+        { provide: KAFKA_TOPICS_USED, useValue: [TOPICS.runEvents] },
         Database,
+        Kafka,
         GpuLaneWorker,
         Readiness,
-        { provide: READINESS_CHECKS, inject: [Database, GpuLaneWorker], useFactory: (...checks: unknown[]) => checks },
+        { provide: READINESS_CHECKS, inject: [Database, Kafka, GpuLaneWorker], useFactory: (...checks: unknown[]) => checks },
       ],
     };
   }

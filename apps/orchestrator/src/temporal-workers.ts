@@ -1,10 +1,9 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { carriedEventsInterceptor, createAgentActivities, createCaseSource, createChatClient, createPublishActivities, CPU_TOOLS, RunEventPublisher, type PublishDeps } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
-import { FaultPoints } from '@agentrun/config';
 import { hostLanesFor, lanesFor } from '@agentrun/contracts';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
-import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, runEventSigner, type LaneWorkerOptions } from '@agentrun/runtime';
+import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, runEventPublishing, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { InjectedSinks } from '@temporalio/worker';
 import type { RunEventSinks } from '@agentrun/workflows';
 import type { OrchestratorConfig } from './config';
@@ -31,9 +30,11 @@ export class TemporalWorkers extends LaneWorkers {
 
   private readonly carrierLog = new Logger('CarriedRunEvents');
 
-  /** How this process publishes run events: the workflow lane's activity and sink, and the calls that carry them. */
+  private publishing?: PublishDeps;
+
+  /** How this process publishes run events (made once): the workflow lane's activity and sink, and the calls that carry them. */
   private publishDeps(kafka: Kafka): PublishDeps {
-    return { bus: kafka.bus, topicPrefix: kafka.topicPrefix, signer: runEventSigner(this.config), faults: new FaultPoints(this.config.AGENTRUN_FAULTS, this.config.AGENTRUN_PROFILE) };
+    return (this.publishing ??= runEventPublishing(kafka, this.config));
   }
 
   private workflowLane(): LaneWorkerOptions {

@@ -123,21 +123,20 @@ describe('requestsOf', () => {
   });
 });
 
-describe('carriedEventsInterceptor (the cpu-tools lanes)', () => {
+describe('carriedEventsInterceptor (the cpu-tools and gpu-tools lanes)', () => {
   const ctx = { info: { activityType: 'runTool' } } as never;
   const execute = (deps: Parameters<typeof carriedEventsInterceptor>[0], args: unknown[], next: (input: { args: unknown[] }) => Promise<unknown>) =>
     carriedEventsInterceptor(deps)(ctx).inbound!.execute!({ args, headers: {} }, next as never);
 
-  it('publishes what a call carries before the activity runs, hands the activity its own arguments, and says how far it published', async () => {
+  it('publishes what a call carries while the activity runs, hands the activity its own arguments, and says how far it published', async () => {
     initTracing('orchestrator', {});
     const { bus, sent } = fakeBus();
     const seen: unknown[][] = [];
     const result = await execute({ bus, topicPrefix: '', signer: new EventSigner(key) }, [{ tool: 'grep' }, { [CARRIED_EVENTS_KEY]: [event(3), event(4)] }], async (input) => {
-      // Already on the topic when the activity starts.
-      expect(sent.map((m) => m.headers?.seq)).toEqual(['3', '4']);
       seen.push(input.args);
       return { output: 'found' };
     });
+    expect(sent.map((m) => m.headers?.seq)).toEqual(['3', '4']);
     expect(seen).toEqual([[{ tool: 'grep' }]]);
     expect(result).toEqual({ [CARRIED_RESULT_KEY]: 4, value: { output: 'found' } });
     for (const message of sent) expect(new EventVerifier([key]).verify(Buffer.from(message.value), message.headers)).toEqual({ ok: true, kid: 'k1' });
@@ -151,6 +150,43 @@ describe('carriedEventsInterceptor (the cpu-tools lanes)', () => {
     const result = await execute({ bus, topicPrefix: '', signer: new EventSigner(key) }, [{ tool: 'grep' }, { [CARRIED_EVENTS_KEY]: [event(5)] }], async () => 'ran');
     expect(result).toBe('ran');
     expect((await failures.get()).values.reduce((n, v) => n + v.value, 0)).toBe(before + 1);
+  });
+
+  it('answers only once the send has settled, even when the activity finishes first', async () => {
+    let acked!: () => void;
+    const order: string[] = [];
+    const bus = {
+      send: () =>
+        new Promise<void>((resolve) => {
+          acked = () => {
+            order.push('acked');
+            resolve();
+          };
+        }),
+    } as unknown as KafkaBus;
+    const answer = execute({ bus, topicPrefix: '', signer: new EventSigner(key) }, [{ tool: 'embed' }, { [CARRIED_EVENTS_KEY]: [event(7)] }], async () => {
+      order.push('ran');
+      return 'embedded';
+    }).then((r) => {
+      order.push('answered');
+      return r;
+    });
+    // The activity ran while the send was still waiting for its ack.
+    await new Promise((r) => setImmediate(r));
+    expect(order).toEqual(['ran']);
+    acked();
+    await expect(answer).resolves.toEqual({ [CARRIED_RESULT_KEY]: 7, value: 'embedded' });
+    expect(order).toEqual(['ran', 'acked', 'answered']);
+  });
+
+  it('fails as the activity failed, after its send has settled', async () => {
+    const { bus, sent } = fakeBus();
+    await expect(
+      execute({ bus, topicPrefix: '', signer: new EventSigner(key) }, [{ tool: 'embed' }, { [CARRIED_EVENTS_KEY]: [event(8)] }], async () => {
+        throw new Error('tool broke');
+      }),
+    ).rejects.toThrow('tool broke');
+    expect(sent.map((m) => m.headers?.seq)).toEqual(['8']);
   });
 
   it('passes a call that carries nothing through untouched', async () => {

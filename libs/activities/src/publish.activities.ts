@@ -68,13 +68,14 @@ export function createPublishActivities(deps: PublishDeps): PublishActivities {
 }
 
 /**
- * The activity interceptor of the lanes whose calls carry run events (the orchestrator's `cpu-tools`;
- * see the workflows' carried outbox). A call whose last argument holds events publishes them, signed,
- * before the activity runs, and then answers `{ [CARRIED_RESULT_KEY]: last seq, value }` with the
- * activity's own result as `value`, which the workflow unwraps. When they cannot be published (Kafka
- * away, a lost ack) the activity still runs and answers plainly: the workflow then sends those events
- * again with its next carrier or its publishing activity, so a Kafka outage never fails a tool.
- * Calls without events pass through untouched.
+ * The activity interceptor of the lanes whose calls carry run events (the orchestrator's `cpu-tools`,
+ * the GPU worker's `gpu-tools`; see the workflows' carried outbox). A call whose last argument holds
+ * events publishes them, signed, while the activity runs (the events were decided before the call, so
+ * nothing orders them after it; a GPU slot is not held for the send), and then answers
+ * `{ [CARRIED_RESULT_KEY]: last seq, value }` with the activity's own result as `value`, which the
+ * workflow unwraps. When they cannot be published (Kafka away, a lost ack) the activity still answers
+ * plainly: the workflow then sends those events again with its next carrier or its publishing
+ * activity, so a Kafka outage never fails a tool. Calls without events pass through untouched.
  */
 export function carriedEventsInterceptor(deps: PublishDeps, log?: (message: string) => void): ActivityInterceptorsFactory {
   return (ctx) => ({
@@ -83,17 +84,28 @@ export function carriedEventsInterceptor(deps: PublishDeps, log?: (message: stri
         const carried = input.args[input.args.length - 1];
         if (input.args.length < 2 || !isCarriedEvents(carried)) return next(input);
         const events = carried[CARRIED_EVENTS_KEY];
-        const counted = processMetrics().runEventPublishing();
-        let through: number | undefined;
+        // Never rejects: the seq the events are published through, or undefined.
+        const publishing = (async (): Promise<number | undefined> => {
+          if (events.length === 0) return undefined;
+          const counted = processMetrics().runEventPublishing();
+          try {
+            await sendRunEvents(deps, events);
+            counted.published.inc(events.length);
+            return events[events.length - 1].seq;
+          } catch (err) {
+            counted.failures.inc();
+            log?.(`run events carried by ${ctx.info.activityType} not acknowledged; the workflow sends them again: ${err instanceof Error ? err.message : String(err)}`);
+            return undefined;
+          }
+        })();
+        let value: unknown;
         try {
-          if (events.length > 0) await sendRunEvents(deps, events);
-          through = events.length > 0 ? events[events.length - 1].seq : undefined;
-          counted.published.inc(events.length);
-        } catch (err) {
-          counted.failures.inc();
-          log?.(`run events carried by ${ctx.info.activityType} not acknowledged; the workflow sends them again: ${err instanceof Error ? err.message : String(err)}`);
+          value = await next({ ...input, args: input.args.slice(0, -1) });
+        } finally {
+          // Settled before the activity answers, whichever way: the workflow learns of the events only from the result.
+          await publishing;
         }
-        const value = await next({ ...input, args: input.args.slice(0, -1) });
+        const through = await publishing;
         return through === undefined ? value : ({ [CARRIED_RESULT_KEY]: through, value } satisfies CarriedResult);
       },
     },

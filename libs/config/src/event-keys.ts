@@ -106,7 +106,7 @@ export function eventKeyProblems(config: Record<string, unknown>): string[] {
   if (config.AGENTRUN_MODE !== 'production') return problems;
   if (!keys) {
     problems.push(
-      'AGENTRUN_EVENT_KEYS is not set; production mode needs the run-event signing keys (AGENTRUN_EVENT_KEYS or AGENTRUN_EVENT_KEYS_FILE, the form kid:secret,... with secrets of at least 32 bytes, e.g. from `openssl rand -hex 32`), the same list for the orchestrator and the projector',
+      'AGENTRUN_EVENT_KEYS is not set; production mode needs the run-event signing keys (AGENTRUN_EVENT_KEYS or AGENTRUN_EVENT_KEYS_FILE, the form kid:secret,... with secrets of at least 32 bytes, e.g. from `openssl rand -hex 32`), the same list for the publishers (orchestrator, gpu-worker) and the projector',
     );
     return problems;
   }

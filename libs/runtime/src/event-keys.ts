@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
-import { eventKeyring, type EventKey } from '@agentrun/config';
-import { EventSigner, EventVerifier } from '@agentrun/kafka';
+import { eventKeyring, FaultPoints, type EventKey } from '@agentrun/config';
+import { EventSigner, EventVerifier, type KafkaBus } from '@agentrun/kafka';
+import type { Kafka } from './infrastructure';
 
 interface EventKeySettings {
   AGENTRUN_EVENT_KEYS: EventKey[] | undefined;
@@ -21,6 +22,14 @@ export function runEventSigner(config: EventKeySettings): EventSigner {
   const ring = keyring(config, 'signing');
   logger.log(`signing run events with key '${ring.signing.kid}'`);
   return new EventSigner(ring.signing);
+}
+
+/**
+ * What a process that publishes run events publishes them with (the publishing activity's and the
+ * carrying interceptor's dependencies): the service's Kafka, its signing key, and its fault points.
+ */
+export function runEventPublishing(kafka: Kafka, config: EventKeySettings & { AGENTRUN_FAULTS: string; AGENTRUN_PROFILE: 'production' | 'test' }): { bus: KafkaBus; topicPrefix: string; signer: EventSigner; faults: FaultPoints } {
+  return { bus: kafka.bus, topicPrefix: kafka.topicPrefix, signer: runEventSigner(config), faults: new FaultPoints(config.AGENTRUN_FAULTS, config.AGENTRUN_PROFILE) };
 }
 
 /** What the projector checks with: every listed key, so a rotation needs no flag day. */

@@ -23,6 +23,11 @@ export const CURRENT_STEP_EVERY = 20;
 
 /** Marks the executions that publish by activity and upsert `CurrentStep` every `CURRENT_STEP_EVERY` steps. */
 export const SPARSE_CURRENT_STEP_PATCH = 'current-step-upserted-every-20-steps';
+/**
+ * Marks the carried executions whose `gpu-tools` calls carry run events too (the GPU worker publishes
+ * them as the orchestrator does); those recorded before it sent a GPU step's events by activity.
+ */
+export const GPU_CALLS_CARRY_PATCH = 'gpu-calls-carry-run-events';
 
 type ToolStep = Extract<Step, { kind: 'tool' }>;
 
@@ -92,9 +97,9 @@ export function agentRunActivities(input: AgentRunInput, timeouts: ToolTimeouts,
     retry: { ...TOOL_RETRY, nonRetryableErrorTypes: ['BadArguments', 'SnapshotUnusable'] },
   });
   const saga = proxyActivities<AgentActivities>({ taskQueue: input.lanes.cpuTools, startToCloseTimeout: '30s', retry: FOREVER });
-  // Every lane but the GPU one is `cpu-tools` (the shared one or a host's), served by the orchestrator,
-  // which publishes the run events its calls carry; the GPU worker has no Kafka.
-  return { cpu: carry(cpu), gpu, model: carry(model), restorer: carry(restorer), saga: carry(saga), claim: carry(claim) };
+  // The workers of every lane publish the run events its calls carry: `cpu-tools` (the shared one or a
+  // host's) is the orchestrator's; the GPU worker's calls carry too since GPU_CALLS_CARRY_PATCH.
+  return { cpu: carry(cpu), gpu: carry(gpu, GPU_CALLS_CARRY_PATCH), model: carry(model), restorer: carry(restorer), saga: carry(saga), claim: carry(claim) };
 }
 
 /**

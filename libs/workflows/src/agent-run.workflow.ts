@@ -19,7 +19,7 @@ import type { SnapshotSeriesConfig } from './agent-run.types';
 export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const run = new AgentLoopState(input, workflowInfo().workflowId);
   const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'agent', lane: input.lanes.agentWorkflows, firstSeq: run.firstSeq, state: () => run.view(workflowInfo().historyLength), ...(input.events_via ? { eventsVia: input.events_via } : {}) });
-  const activities = agentRunActivities(input, run.timeouts, run.placement, (a) => outbox.carry(a));
+  const activities = agentRunActivities(input, run.timeouts, run.placement, (a, since) => outbox.carry(a, since));
   // On a workspace host's queue a capture waits at most as long as any host work before the host counts as lost.
   const hostWaitS = hostWaitSecondsOf(run.timeouts);
   const openSeries = (config: SnapshotSeriesConfig, lane: string, onHost: boolean): SnapshotSeries =>

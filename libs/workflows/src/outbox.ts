@@ -41,9 +41,11 @@ export interface Outbox {
   /**
    * The same activity stubs, their calls carrying the run's unpublished events to the worker that
    * runs them (only in executions that publish that way; the stubs unchanged otherwise). Only for
-   * lanes whose workers publish what they carry (the orchestrator's `cpu-tools`).
+   * lanes whose workers publish what they carry (the orchestrator's `cpu-tools`, the GPU worker's
+   * `gpu-tools`). With `since`, only in executions that record that patch's marker: a lane that began
+   * carrying later, so executions recorded before it replay with the calls they made then.
    */
-  carry<T extends object>(activities: T): T;
+  carry<T extends object>(activities: T, since?: string): T;
 }
 
 /**
@@ -259,7 +261,8 @@ function carriedOutbox(options: OutboxOptions): Outbox {
       await publishing;
     },
     seq: () => seq,
-    carry<T extends object>(activities: T): T {
+    carry<T extends object>(activities: T, since?: string): T {
+      if (since !== undefined && !patched(since)) return activities;
       return new Proxy(activities, {
         get(target, name, receiver) {
           const stub = Reflect.get(target, name, receiver) as unknown;

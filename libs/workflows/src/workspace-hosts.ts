@@ -54,7 +54,7 @@ export class WorkspaceHosts implements WorkspaceMover {
   adopt(placement: WorkspacePlacement | void): void {
     if (!placement) return;
     this.run.placement = placement;
-    Object.assign(this.activities, agentRunActivities(this.input, this.run.timeouts, placement, (a) => this.outbox.carry(a)));
+    Object.assign(this.activities, agentRunActivities(this.input, this.run.timeouts, placement, (a, since) => this.outbox.carry(a, since)));
     if (this.slot.series) this.slot.series.useLane(placement.lanes.snapshots, hostWaitSecondsOf(this.run.timeouts));
     else this.slot.series = this.openRecovery(placement.lanes.snapshots);
   }
