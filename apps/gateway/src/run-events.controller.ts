@@ -2,7 +2,7 @@ import { Controller, Get, Inject, Logger, Param, Query, Req, Res, UseGuards } fr
 import { ApiHeader, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
 import { isTerminal, type RunEventEnvelope } from '@agentrun/contracts';
 import { contiguousPrefix, ReadModel, type StoredRunEvent } from '@agentrun/persistence';
-import { contextOfTraceparent, inSpanSync } from '@agentrun/telemetry';
+import { contextOfTraceparent, inSpanSync, tracingState } from '@agentrun/telemetry';
 import { SpanKind } from '@opentelemetry/api';
 import { PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { Request, Response } from 'express';
@@ -135,14 +135,18 @@ export class RunEventsController {
       this.streamErrors.inc();
       finish();
     };
+    const traced = tracingState().exporting;
     /** Sends the events past `last` (contiguous from it); true when the run ended and the stream with it. */
     const send = (events: StoredRunEvent[]): boolean => {
       for (const { event, traceparent } of events) {
         if (event.seq <= last) continue;
-        // A span per frame, a child of the span that published the event (its stored traceparent).
-        inSpanSync('send sse frame', { kind: SpanKind.PRODUCER, parent: contextOfTraceparent(traceparent), attributes: { 'agentrun.run_id': runId, 'agentrun.seq': event.seq, 'agentrun.event_type': event.type } }, () =>
-          res.write(frame(event)),
-        );
+        // A span per frame when traces are exported, a child of the span that published the event (its
+        // stored traceparent). Not even a no-op span otherwise: a commit can fan out to thousands of frames.
+        if (traced) {
+          inSpanSync('send sse frame', { kind: SpanKind.PRODUCER, parent: contextOfTraceparent(traceparent), attributes: { 'agentrun.run_id': runId, 'agentrun.seq': event.seq, 'agentrun.event_type': event.type } }, () =>
+            res.write(frame(event)),
+          );
+        } else res.write(frame(event));
         // One observation per frame written: from the event's ts to now.
         const delay = secondsSince(event.ts);
         if (delay !== undefined) this.visible.observe(delay);

@@ -70,26 +70,52 @@ function notServed(what: string): never {
  * and the retry redoes the work; an attempt whose completion was lost after the effect finds the row
  * and returns it with `duplicate: true`, spending nothing.
  */
+/** A GPU lease for one call: taken while its effect is made. */
+interface Lease {
+  acquire(): Promise<void>;
+  release(): Promise<unknown>;
+}
+
+/** Both settled, then the first failure thrown, or both values: neither promise is left unawaited. */
+async function both<A, B>(a: Promise<A>, b: Promise<B> | undefined): Promise<[A, B | undefined]> {
+  const [x, y] = await Promise.allSettled([a, b]);
+  if (x.status === 'rejected') throw x.reason;
+  if (y.status === 'rejected') throw y.reason;
+  return [x.value, y.value];
+}
+
 export function createAgentActivities(deps: AgentActivityDeps): AgentActivities {
   const byName = new Map<string, Tool>(deps.tools.map((t) => [t.name, t]));
   const restore = deps.snapshots ? restoreSnapshotActivity({ workspaceRoot: deps.workspaceRoot, ...deps.snapshots }) : undefined;
 
-  async function once<T extends { duplicate: boolean }>(key: string, effect: string, reuseKey: string | undefined, run: (attempt: number) => Promise<T>): Promise<T> {
-    const recorded = await deps.effects.find<T>(key);
-    if (recorded) return { ...recorded.result, duplicate: true };
-    if (reuseKey) {
-      // A fork meeting a call its parent made before the fork point: the parent's result, nothing spent.
-      // Recorded under the fork's key too (as a reuse, not an effect), so the fork's retries agree.
-      const parent = await deps.effects.find<T>(reuseKey);
-      if (parent) {
-        const stored = await deps.effects.record(key, `reuse:${effect}`, { ...parent.result, key }, Context.current().info.attempt);
-        return { ...stored.result, duplicate: true };
+  /**
+   * `lease` (the GPU lane's) is held while the effect is made. It is taken beside the ledger's look-up
+   * and given back beside the ledger's write, so each pair costs one round trip's wait, not two: under
+   * load every wait holds a GPU slot. A call found in the ledger gives its lease straight back.
+   */
+  async function once<T extends { duplicate: boolean }>(key: string, effect: string, reuseKey: string | undefined, run: (attempt: number) => Promise<T>, lease?: Lease): Promise<T> {
+    const [recorded] = await both(deps.effects.find<T>(key), lease?.acquire());
+    let leased = lease !== undefined;
+    try {
+      if (recorded) return { ...recorded.result, duplicate: true };
+      if (reuseKey) {
+        // A fork meeting a call its parent made before the fork point: the parent's result, nothing spent.
+        // Recorded under the fork's key too (as a reuse, not an effect), so the fork's retries agree.
+        const parent = await deps.effects.find<T>(reuseKey);
+        if (parent) {
+          const stored = await deps.effects.record(key, `reuse:${effect}`, { ...parent.result, key }, Context.current().info.attempt);
+          return { ...stored.result, duplicate: true };
+        }
       }
+      const attempt = Context.current().info.attempt;
+      const result = await run(attempt);
+      leased = false;
+      const [stored] = await both(deps.effects.record(key, effect, result, attempt), lease?.release());
+      return stored.duplicate ? { ...stored.result, duplicate: true } : stored.result;
+    } finally {
+      // A crash skips this; the run's saga compensation releases what a dead attempt held.
+      if (leased) await lease?.release();
     }
-    const attempt = Context.current().info.attempt;
-    const result = await run(attempt);
-    const stored = await deps.effects.record(key, effect, result, attempt);
-    return stored.duplicate ? { ...stored.result, duplicate: true } : stored.result;
   }
 
   return {
@@ -129,10 +155,13 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
           return { ...recorded.result, duplicate: true };
         }
       }
-      return once(call.key, `tool:${call.tool}`, call.reuse_key, async (attempt) => {
-        const info = Context.current().info;
-        await deps.gpuLeases?.acquire(call.key, call.org, call.run_id, WORKER);
-        try {
+      const lease = deps.gpuLeases;
+      return once(
+        call.key,
+        `tool:${call.tool}`,
+        call.reuse_key,
+        async (attempt) => {
+          const info = Context.current().info;
           const resumedFrom = await pace(deps.pace);
           // A staged call (a run on a workspace host) runs on a copy of the workspace and returns what it wrote.
           const staged = call.staged ? await runStaged(deps.payloads.store, call.staged, call.org, call.run_id, runIn) : undefined;
@@ -150,11 +179,9 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
             ...(resumedFrom ? { resumed_from_tick: resumedFrom } : {}),
             ...written,
           };
-        } finally {
-          // A crash skips this; the run's saga compensation releases what a dead attempt held.
-          await deps.gpuLeases?.release(call.key);
-        }
-      });
+        },
+        lease && { acquire: () => lease.acquire(call.key, call.org, call.run_id, WORKER), release: () => lease.release(call.key) },
+      );
     },
 
     /** One bill per key. 429 and 5xx are retried by the workflow's policy; other 4xx never are. */

@@ -265,16 +265,18 @@ function carriedOutbox(options: OutboxOptions): Outbox {
       if (since !== undefined && !patched(since)) return activities;
       return new Proxy(activities, {
         get(target, name, receiver) {
-          const stub = Reflect.get(target, name, receiver) as unknown;
-          if (typeof stub !== 'function') return stub;
+          const property = Reflect.get(target, name, receiver) as unknown;
+          if (typeof property !== 'function') return property;
+          // An activity stub's call: it schedules the activity and resolves with its result.
+          const call = property as (...a: unknown[]) => Promise<unknown>;
           return (...args: unknown[]) => {
             // An execution's first events go by the publishing activity, which its worker runs at once
             // (eager dispatch, its own queue); a call on another lane is matched and polled first, and
             // the first event is what a client waits for.
             const batch = confirmed > options.firstSeq ? board() : undefined;
-            if (!batch) return (stub as (...a: unknown[]) => Promise<unknown>)(...args);
+            if (!batch) return call(...args);
             const carried: CarriedEvents = { [CARRIED_EVENTS_KEY]: batch.events };
-            return (stub as (...a: unknown[]) => Promise<unknown>)(...args, carried).then(
+            return call(...args, carried).then(
               (result) => {
                 if (!isCarriedResult(result)) {
                   batch.landed();
