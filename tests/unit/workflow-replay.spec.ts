@@ -23,7 +23,9 @@ import { REPO_ROOT } from '../support/stack-env';
  * `CurrentStep` every 20 steps (runs started with AGENTRUN_RUN_EVENTS_VIA=activity). The
  * `-carried-cpu-only` ones carry events on their `cpu-tools` calls (an extra argument), the rest by
  * activity, the GPU steps' events among them. The rest are today's shape: the `gpu-tools` calls carry
- * too (the `gpu-calls-carry-run-events` patch marker).
+ * too, and a research child's model call carries the events its parent handed it in its input (the
+ * `gpu-calls-carry-run-events` and `research-children-carry-run-events` patch markers;
+ * `research-agent-uncarried` is a child started before, without events in its input).
  *
  * `eval-run-cancelled` is an EvalRun cancelled while two cases ran, recorded in the workflow tier before
  * its cases waited for their own answer at a cancel: it fails if that behaviour reaches such runs unpatched.
@@ -42,6 +44,7 @@ describe('workflow code replays the saved histories', () => {
         'agent-run-by-activity-every-20.history.pb',
         'agent-run-busy.history.pb',
         'research-agent.history.pb',
+        'research-agent-uncarried.history.pb',
         'snapshot-series.history.pb',
         'snapshot-series-by-activity.history.pb',
         'snapshot-series-by-workflow-task.history.pb',

@@ -131,23 +131,30 @@ describe('AgentRun', () => {
     return { handle, events };
   }
 
-  it('a carried run (the default) sends its events with its CPU- and GPU-lane calls, and by activity only what none of them carries', async () => {
+  it('a carried run (the default) sends its events with its CPU- and GPU-lane calls and its research child, and by activity only what none of them carries', async () => {
     const rig = env.rig();
     await rig.run(async () => {
       const { handle } = await fourStepsInOrder(rig, 'carried');
       const history = (await handle.fetchHistory()).events ?? [];
-      const scheduled = history.flatMap((e) => {
-        const a = e.activityTaskScheduledEventAttributes;
-        return a ? [{ name: a.activityType?.name, queue: a.taskQueue?.name, args: a.input?.payloads?.length ?? 0 }] : [];
-      });
-      // The calls that carried events have them as a second argument, in the history; the GPU step's call among them.
-      const carrying = scheduled.filter((a) => a.args === 2);
-      expect(rig.carriedCalls).toBeGreaterThanOrEqual(2);
+      const children = history.flatMap((e) => e.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ?? []);
+      expect(children).toHaveLength(1);
+      const childHistory = (await rig.client.workflow.getHandle(children[0]).fetchHistory()).events ?? [];
+      const scheduledIn = (events: typeof history, where: string) =>
+        events.flatMap((e) => {
+          const a = e.activityTaskScheduledEventAttributes;
+          return a ? [{ where, name: a.activityType?.name, queue: a.taskQueue?.name, args: a.input?.payloads?.length ?? 0 }] : [];
+        });
+      const scheduled = scheduledIn(history, 'run');
+      // The calls that carried events have them as a second argument, in the history: the GPU step's
+      // call among them, and the research child's model call (the events came in the child's input).
+      const carrying = [...scheduled, ...scheduledIn(childHistory, 'child')].filter((a) => a.args === 2);
+      expect(rig.carriedCalls).toBeGreaterThanOrEqual(3);
       expect(carrying).toHaveLength(rig.carriedCalls);
       expect(carrying.every((a) => a.queue === rig.lanes.cpuTools || a.queue === rig.lanes.gpuTools)).toBe(true);
       expect(carrying.filter((a) => a.queue === rig.lanes.gpuTools).length).toBeGreaterThanOrEqual(1);
+      expect(carrying.filter((a) => a.where === 'child')).toEqual([{ where: 'child', name: 'callModel', queue: rig.lanes.cpuTools, args: 2 }]);
       // Fewer publishing activities than the same run publishing every batch by activity (the first
-      // events, the research child and the end still need one each).
+      // events and the end still need one each).
       const publishing = scheduled.filter((a) => a.name === 'publishRunEvents').length;
       expect(publishing).toBeGreaterThanOrEqual(1);
       const byActivity = await rig.startAgent('carried-baseline', { max_steps: 4, events_via: 'activity' });

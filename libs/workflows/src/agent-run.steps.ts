@@ -5,7 +5,7 @@ import type { Step } from './agent-run.plan';
 import type { AgentLoopState, StepOutcome } from './agent-run.state';
 import { applyReply, applyToolResult } from './conversation';
 import { digest } from './digest';
-import { publishesBySink, type Outbox } from './outbox';
+import { CARRIED_EVENTS_KEY, publishesBySink, type Outbox } from './outbox';
 import { ResearchAgent } from './research-agent.workflow';
 import { FOREVER, MODEL_RETRY, TOOL_RETRY } from './retry-policies';
 import { CURRENT_STEP_KEY } from './search-attributes';
@@ -28,6 +28,8 @@ export const SPARSE_CURRENT_STEP_PATCH = 'current-step-upserted-every-20-steps';
  * them as the orchestrator does); those recorded before it sent a GPU step's events by activity.
  */
 export const GPU_CALLS_CARRY_PATCH = 'gpu-calls-carry-run-events';
+/** Marks the carried executions whose research children carry the run's events on their model call. */
+export const RESEARCH_CARRY_PATCH = 'research-children-carry-run-events';
 
 type ToolStep = Extract<Step, { kind: 'tool' }>;
 
@@ -232,12 +234,18 @@ export class StepExecutor {
     const childId = `${run.workflowId}/research/${run.step}`;
     run.noteChild(childId);
     this.outbox.emit('child_started', { step: run.step, child_workflow_id: childId, question });
-    return executeChild(ResearchAgent, {
-      workflowId: childId,
-      taskQueue: input.lanes.agentWorkflows,
-      workflowExecutionTimeout: '10m',
-      args: [{ org: input.org, run_id: input.run_id, question, lanes: input.lanes }],
-    });
+    // The child's model call carries this run's unpublished events (child_started among them), as a
+    // call of its own would: the run schedules nothing else while the child works.
+    return this.outbox.carryWith<string>(
+      (carried) =>
+        executeChild(ResearchAgent, {
+          workflowId: childId,
+          taskQueue: input.lanes.agentWorkflows,
+          workflowExecutionTimeout: '10m',
+          args: [{ org: input.org, run_id: input.run_id, question, lanes: input.lanes, ...(carried ? { run_events: carried[CARRIED_EVENTS_KEY] } : {}) }],
+        }),
+      RESEARCH_CARRY_PATCH,
+    );
   }
 
   /** Takes a finished step into the state and publishes it. */

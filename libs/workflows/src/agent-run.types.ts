@@ -337,6 +337,11 @@ export interface ResearchInput {
   run_id: string;
   question: string;
   lanes: Lanes;
+  /**
+   * The parent run's events not yet known to be published, when it hands them to the child: its model
+   * call carries them, and its answer says how far they went (`CarriedResult` around the answer).
+   */
+  run_events?: RunEventEnvelope[];
 }
 
 export interface PublishActivities {

@@ -46,6 +46,12 @@ export interface Outbox {
    * carrying later, so executions recorded before it replay with the calls they made then.
    */
   carry<T extends object>(activities: T, since?: string): T;
+  /**
+   * One call that is not an activity stub's (a child workflow's start) carrying the unpublished
+   * events: `send` gets them, or undefined when it carries none, and its result is unwrapped as a
+   * carried activity's is. With `since`, only in executions that record that patch's marker.
+   */
+  carryWith<R>(send: (carried: CarriedEvents | undefined) => Promise<R | CarriedResult>, since?: string): Promise<R>;
 }
 
 /**
@@ -63,7 +69,7 @@ export function isCarriedEvents(value: unknown): value is CarriedEvents {
   return typeof value === 'object' && value !== null && Array.isArray((value as Record<string, unknown>)[CARRIED_EVENTS_KEY]);
 }
 
-function isCarriedResult(value: unknown): value is CarriedResult {
+export function isCarriedResult(value: unknown): value is CarriedResult {
   return typeof value === 'object' && value !== null && typeof (value as Record<string, unknown>)[CARRIED_RESULT_KEY] === 'number';
 }
 
@@ -145,6 +151,7 @@ function sinkOutbox(options: OutboxOptions): Outbox {
     drain: async () => undefined,
     seq: () => seq,
     carry: (activities) => activities,
+    carryWith: (send) => send(undefined) as never,
   };
 }
 
@@ -179,6 +186,7 @@ function activityOutbox(options: OutboxOptions): Outbox {
     },
     seq: () => seq,
     carry: (activities) => activities,
+    carryWith: (send) => send(undefined) as never,
   };
 }
 
@@ -269,30 +277,36 @@ function carriedOutbox(options: OutboxOptions): Outbox {
           if (typeof property !== 'function') return property;
           // An activity stub's call: it schedules the activity and resolves with its result.
           const call = property as (...a: unknown[]) => Promise<unknown>;
-          return (...args: unknown[]) => {
-            // An execution's first events go by the publishing activity, which its worker runs at once
-            // (eager dispatch, its own queue); a call on another lane is matched and polled first, and
-            // the first event is what a client waits for.
-            const batch = confirmed > options.firstSeq ? board() : undefined;
-            if (!batch) return call(...args);
-            const carried: CarriedEvents = { [CARRIED_EVENTS_KEY]: batch.events };
-            return call(...args, carried).then(
-              (result) => {
-                if (!isCarriedResult(result)) {
-                  batch.landed();
-                  return result;
-                }
-                batch.landed(result[CARRIED_RESULT_KEY]);
-                return result.value;
-              },
-              (err: unknown) => {
-                batch.landed();
-                throw err;
-              },
-            );
-          };
+          return (...args: unknown[]) => viaCarrier((carried) => (carried ? call(...args, carried) : call(...args)));
         },
       });
     },
+    carryWith<R>(send: (carried: CarriedEvents | undefined) => Promise<R | CarriedResult>, since?: string): Promise<R> {
+      if (since !== undefined && !patched(since)) return send(undefined) as Promise<R>;
+      return viaCarrier(send) as Promise<R>;
+    },
   };
+
+  /** `send` with a batch from the first unconfirmed event, when there is one to give; its result unwrapped. */
+  function viaCarrier(send: (carried: CarriedEvents | undefined) => Promise<unknown>): Promise<unknown> {
+    // An execution's first events go by the publishing activity, which its worker runs at once
+    // (eager dispatch, its own queue); a call on another lane is matched and polled first, and
+    // the first event is what a client waits for.
+    const batch = confirmed > options.firstSeq ? board() : undefined;
+    if (!batch) return send(undefined);
+    return send({ [CARRIED_EVENTS_KEY]: batch.events }).then(
+      (result) => {
+        if (!isCarriedResult(result)) {
+          batch.landed();
+          return result;
+        }
+        batch.landed(result[CARRIED_RESULT_KEY]);
+        return result.value;
+      },
+      (err: unknown) => {
+        batch.landed();
+        throw err;
+      },
+    );
+  }
 }

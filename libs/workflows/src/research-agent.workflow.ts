@@ -1,10 +1,15 @@
 import { proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { AgentActivities, ResearchInput } from './agent-run.types';
+import type { AgentActivities, ModelReply, ResearchInput } from './agent-run.types';
 import { digest } from './digest';
+import { CARRIED_EVENTS_KEY, CARRIED_RESULT_KEY, isCarriedResult, type CarriedEvents, type CarriedResult } from './outbox';
 import { MODEL_RETRY } from './retry-policies';
 
-/** A sub-agent: its own history and replay; the parent sees one answer. */
-export async function ResearchAgent(input: ResearchInput): Promise<string> {
+/**
+ * A sub-agent: its own history and replay; the parent sees one answer. When the parent hands it its
+ * unpublished run events, its model call carries them (the worker publishes them as for the parent's
+ * own calls) and the answer comes back wrapped with how far they went.
+ */
+export async function ResearchAgent(input: ResearchInput): Promise<string | CarriedResult> {
   const { callModel } = proxyActivities<AgentActivities>({
     taskQueue: input.lanes.cpuTools,
     scheduleToCloseTimeout: '2m',
@@ -12,15 +17,20 @@ export async function ResearchAgent(input: ResearchInput): Promise<string> {
     retry: MODEL_RETRY,
   });
   const prompt = `research: ${input.question}`;
-  const reply = await callModel({
-    key: `${workflowInfo().workflowId}:0:${digest(prompt)}`,
-    org: input.org,
-    run_id: input.run_id,
-    messages: [
-      { role: 'system', content: 'You are a research sub-agent. Answer in two sentences.' },
-      { role: 'user', content: prompt },
-    ],
-    tools: [],
-  });
-  return reply.content;
+  const carried: CarriedEvents[] = input.run_events?.length ? [{ [CARRIED_EVENTS_KEY]: input.run_events }] : [];
+  const answer: unknown = await (callModel as (...args: unknown[]) => Promise<unknown>)(
+    {
+      key: `${workflowInfo().workflowId}:0:${digest(prompt)}`,
+      org: input.org,
+      run_id: input.run_id,
+      messages: [
+        { role: 'system', content: 'You are a research sub-agent. Answer in two sentences.' },
+        { role: 'user', content: prompt },
+      ],
+      tools: [],
+    },
+    ...carried,
+  );
+  if (!isCarriedResult(answer)) return (answer as ModelReply).content;
+  return { [CARRIED_RESULT_KEY]: answer[CARRIED_RESULT_KEY], value: (answer.value as ModelReply).content };
 }
