@@ -7,6 +7,7 @@ import { Client as PgClient } from 'pg';
 import { TOPICS, type CommandOutcome, type RunEventEnvelope } from '@agentrun/contracts';
 import { oneToN, seqsOnTopic } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
+import { scrapeMetrics, total } from '../support/prometheus';
 import { kafkaClientOfProperties, pgClientOf, runningStackProfile, secureStack } from '../support/secure-stack';
 import { SseClient } from '../support/sse';
 import { REPO_ROOT } from '../support/stack-env';
@@ -36,7 +37,7 @@ describe('the platform on the secure profile', () => {
     const org = 'acme';
     const runId = uniqueId('secure');
     const commandId = uniqueId('c');
-    await platform.publishCommand({ command_id: commandId, type: 'agent.start', org, run_id: runId, payload: { goal: 'summarise the workspace', max_steps: 5 } });
+    await platform.publishCommand({ command_id: commandId, type: 'agent.start', org, run_id: runId, payload: { goal: 'summarise the workspace', max_steps: 8 } });
     await platform.waitForStatus(org, runId, 'done');
     const [row] = await platform.query<{ last_seq: number }>('SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2', [org, runId]);
     const n = row.last_seq;
@@ -49,6 +50,13 @@ describe('the platform on the secure profile', () => {
     await sse.finished();
     expect(sse.status).toBe(200);
     expect(sse.events().map((e) => e.seq)).toEqual(oneToN(n));
+
+    // The run's GPU steps (its third and seventh) carried events, which the gpu-worker published as its
+    // own principal (its ACL allows that topic only); a refused send would have fallen back to the
+    // publishing activity. The third's may carry none when the run's first events are not yet
+    // confirmed, never the seventh's.
+    const gpu = await scrapeMetrics(platform.ports['gpu-worker']);
+    expect({ published: total(gpu, 'agentrun_run_events_published_total') > 0, failures: total(gpu, 'agentrun_run_event_publish_failures_total') }).toEqual({ published: true, failures: 0 });
   });
 
   it('the outside principal is refused when it writes run events, or reads the run-state topic', async () => {

@@ -159,8 +159,8 @@ export class AgentRunMetrics {
    */
   runEventPublishing(): { published: Counter; failures: Counter } {
     return this.once('run-event-publishing', () => ({
-      published: new Counter({ name: 'agentrun_run_events_published_total', help: 'Run events published by the workflow workers (publishing activity or workflow-task sink) and acknowledged by Kafka', registers: [this.registry] }),
-      failures: new Counter({ name: 'agentrun_run_event_publish_failures_total', help: 'Failed attempts to publish run events (retried; the run\'s later events wait behind them)', registers: [this.registry] }),
+      published: new Counter({ name: 'agentrun_run_events_published_total', help: 'Run events published (by the publishing activity, the calls that carry them, or the workflow-task sink) and acknowledged by Kafka', registers: [this.registry] }),
+      failures: new Counter({ name: 'agentrun_run_event_publish_failures_total', help: 'Failed attempts to publish run events (each sent again: by the activity\'s retry, or the run\'s next carrier or publishing activity)', registers: [this.registry] }),
     }));
   }
 
