@@ -16,6 +16,7 @@ import { dirname, join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { addCounts, countHistory, eventTimeMs, eventTypeName, fetchRunHistories, type HistoryCounts, type HistoryEvent } from '../support/history-counts';
 import { REPO_ROOT, stackEnv } from '../support/stack-env';
+import { parse, type Sample } from '../support/prometheus';
 
 export function percentile(values: number[], p: number): number {
   if (values.length === 0) return NaN;
@@ -27,30 +28,12 @@ export const mean = (values: number[]) => (values.length ? values.reduce((s, v) 
 
 // ---------------------------------------------------------------- Prometheus text
 
-export interface MetricSample {
-  name: string;
-  labels: Record<string, string>;
-  value: number;
-}
-
-/** The samples of a Prometheus text exposition (comments skipped). */
-export function parseExposition(text: string): MetricSample[] {
-  const out: MetricSample[] = [];
-  for (const line of text.split('\n')) {
-    if (!line || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{(.*)\})?\s+(\S+)/.exec(line);
-    if (!m) continue;
-    const labels: Record<string, string> = {};
-    for (const l of (m[3] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2];
-    out.push({ name: m[1], labels, value: Number(m[4]) });
-  }
-  return out;
-}
+export type MetricSample = Sample;
 
 async function scrape(port: number): Promise<MetricSample[]> {
   try {
     const res = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(2_000) });
-    return parseExposition(await res.text());
+    return parse(await res.text(), { lenient: true });
   } catch {
     return [];
   }

@@ -6,13 +6,19 @@ export interface Sample {
   value: number;
 }
 
-/** Parses Prometheus' text format (what these tests need of it: names, labels without escapes in them, values). */
-export function parse(text: string): Sample[] {
+/**
+ * Parses Prometheus' text format (what these tests need of it: names, labels without escapes in them,
+ * values). A line that is not a sample throws, unless `lenient` (the benches' probes skip it).
+ */
+export function parse(text: string, options: { lenient?: boolean } = {}): Sample[] {
   const samples: Sample[] = [];
   for (const line of text.split('\n')) {
     if (!line || line.startsWith('#')) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)/.exec(line);
-    if (!m) throw new Error(`not a sample line: ${line}`);
+    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})?\s+(\S+)/.exec(line);
+    if (!m) {
+      if (options.lenient) continue;
+      throw new Error(`not a sample line: ${line}`);
+    }
     const labels: Record<string, string> = {};
     for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]] = l[2];
     samples.push({ name: m[1], labels, value: Number(m[3]) });
