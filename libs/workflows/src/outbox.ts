@@ -39,15 +39,15 @@ export interface Outbox {
   /** The last seq assigned. */
   seq(): number;
   /**
-   * The same activity stubs, their calls carrying the run's unpublished events to the worker that
-   * runs them (only in executions that publish that way; the stubs unchanged otherwise). Only for
+   * The same `proxyActivities` functions, their calls carrying the run's unpublished events to the worker that
+   * runs them (only in executions that publish that way; unchanged otherwise). Only for
    * lanes whose workers publish what they carry (the orchestrator's `cpu-tools`, the GPU worker's
    * `gpu-tools`). With `since`, only in executions that record that patch's marker: a lane that began
    * carrying later, so executions recorded before it replay with the calls they made then.
    */
   carry<T extends object>(activities: T, since?: string): T;
   /**
-   * One call that is not an activity stub's (a child workflow's start) carrying the unpublished
+   * One call that is not made through `proxyActivities` (a child workflow's start) carrying the unpublished
    * events: `send` gets them, or undefined when it carries none, and its result is unwrapped as a
    * carried activity's is. With `since`, only in executions that record that patch's marker.
    */
@@ -275,7 +275,7 @@ function carriedOutbox(options: OutboxOptions): Outbox {
         get(target, name, receiver) {
           const property = Reflect.get(target, name, receiver) as unknown;
           if (typeof property !== 'function') return property;
-          // An activity stub's call: it schedules the activity and resolves with its result.
+          // A `proxyActivities` function: calling it schedules the activity and resolves with its result.
           const call = property as (...a: unknown[]) => Promise<unknown>;
           return (...args: unknown[]) => viaCarrier((carried) => (carried ? call(...args, carried) : call(...args)));
         },
