@@ -75,7 +75,8 @@ describe('OpenTelemetry traces from a Kafka command to the SSE frame', () => {
         named(spans, 'projector', `process ${runEventsTopic}`).length >= 1 &&
         named(spans, 'gateway', 'send sse frame').length >= frames &&
         // Each send's activity span ends (and is exported) after the send does.
-        parentsExported(spans, named(spans, 'orchestrator', `send ${runEventsTopic}`))
+        parentsExported(spans, named(spans, 'orchestrator', `send ${runEventsTopic}`)) &&
+        parentsExported(spans, named(spans, 'gpu-worker', `send ${runEventsTopic}`))
       );
     }, 60_000, 250);
     const spans = receiver.inTrace(traceId);
@@ -101,11 +102,12 @@ describe('OpenTelemetry traces from a Kafka command to the SSE frame', () => {
       expect(chat.attributes['gen_ai.usage.input_tokens']).toEqual(expect.any(Number));
       expect(chat.attributes['gen_ai.usage.output_tokens']).toEqual(expect.any(Number));
     }
-    // The events' traceparent names a publish span of the trace.
-    const sends = named(spans, 'orchestrator', `send ${runEventsTopic}`);
+    // The events' traceparent names a publish span of the trace: the orchestrator's, or the gpu-worker's
+    // for the events a GPU call carried.
+    const sends = [...named(spans, 'orchestrator', `send ${runEventsTopic}`), ...named(spans, 'gpu-worker', `send ${runEventsTopic}`)];
     expect(sends.every((s) => s.kind === PRODUCER)).toBe(true);
     // Each under the activity that sent it.
-    const publishIds = new Set(publishing.map((s) => s.spanId));
+    const publishIds = new Set([...publishing, ...named(spans, 'gpu-worker', /^RunActivity:/)].map((s) => s.spanId));
     expect(sends.every((s) => publishIds.has(s.parentSpanId ?? ''))).toBe(true);
     const sendIds = new Set(sends.map((s) => s.spanId));
     for (const record of published) expect(sendIds.has(record.headers.traceparent.split('-')[2])).toBe(true);

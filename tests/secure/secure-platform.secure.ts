@@ -1,10 +1,12 @@
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { Connection } from '@temporalio/client';
+import { Client, Connection } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { Kafka, logLevel } from 'kafkajs';
 import { Client as PgClient } from 'pg';
 import { TOPICS, type CommandOutcome, type RunEventEnvelope } from '@agentrun/contracts';
+import { CARRIED_EVENTS_KEY, CARRIED_RESULT_KEY } from '@agentrun/workflows';
 import { oneToN, seqsOnTopic } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
 import { scrapeMetrics, total } from '../support/prometheus';
@@ -51,13 +53,55 @@ describe('the platform on the secure profile', () => {
     expect(sse.status).toBe(200);
     expect(sse.events().map((e) => e.seq)).toEqual(oneToN(n));
 
-    // The run's GPU steps (its third and seventh) carried events, which the gpu-worker published as its
-    // own principal (its ACL allows that topic only); a refused send would have fallen back to the
-    // publishing activity. The third's may carry none when the run's first events are not yet
-    // confirmed, never the seventh's.
+    // The run's GPU calls that carried events (read from its history): the gpu-worker published them
+    // as its own principal (its ACL allows that topic only) and said so in each call's result; a
+    // refused send would have answered plainly, and counted a failure.
+    const carried = await gpuCarriers(`${org}/${runId}`);
+    expect(carried.length).toBeGreaterThan(0);
     const gpu = await scrapeMetrics(platform.ports['gpu-worker']);
-    expect({ published: total(gpu, 'agentrun_run_events_published_total') > 0, failures: total(gpu, 'agentrun_run_event_publish_failures_total') }).toEqual({ published: true, failures: 0 });
+    expect({
+      published: total(gpu, 'agentrun_run_events_published_total'),
+      failures: total(gpu, 'agentrun_run_event_publish_failures_total'),
+      calls: carried.filter((c) => c.publishedThrough === c.lastSeq).length,
+    }).toEqual({ published: carried.reduce((sum, c) => sum + c.events, 0), failures: 0, calls: carried.length });
   });
+
+  /** The GPU-lane calls of a workflow's executions that carried run events: how many, through which seq, and what each result said. */
+  async function gpuCarriers(workflowId: string): Promise<{ events: number; lastSeq: number; publishedThrough?: number }[]> {
+    const connection = await Connection.connect(temporalOptions());
+    try {
+      const client = new Client({ connection, namespace: secure.platform.TEMPORAL_NAMESPACE });
+      const out: { events: number; lastSeq: number; publishedThrough?: number }[] = [];
+      for await (const execution of client.workflow.list({ query: `WorkflowId = '${workflowId}'` })) {
+        const history = await client.workflow.getHandle(workflowId, execution.runId).fetchHistory();
+        const results = new Map<string, unknown>();
+        for (const e of history.events ?? []) {
+          const done = e.activityTaskCompletedEventAttributes;
+          if (done?.result?.payloads?.[0]) results.set(String(done.scheduledEventId), defaultPayloadConverter.fromPayload(done.result.payloads[0]));
+        }
+        for (const e of history.events ?? []) {
+          const a = e.activityTaskScheduledEventAttributes;
+          if (!a || !a.taskQueue?.name?.endsWith('gpu-tools') || (a.input?.payloads?.length ?? 0) < 2) continue;
+          const events = (defaultPayloadConverter.fromPayload(a.input!.payloads!.at(-1)!) as { [CARRIED_EVENTS_KEY]: RunEventEnvelope[] })[CARRIED_EVENTS_KEY];
+          const result = results.get(String(e.eventId)) as Record<string, unknown> | undefined;
+          const through = result?.[CARRIED_RESULT_KEY];
+          out.push({ events: events.length, lastSeq: events.at(-1)!.seq, ...(typeof through === 'number' ? { publishedThrough: through } : {}) });
+        }
+      }
+      return out;
+    } finally {
+      await connection.close();
+    }
+  }
+
+  function temporalOptions() {
+    const tls = {
+      serverRootCACertificate: readFileSync(secure.platform.TEMPORAL_TLS_SERVER_CA_CERT_PATH),
+      serverNameOverride: secure.platform.TEMPORAL_TLS_SERVER_NAME,
+      clientCertPair: { crt: readFileSync(secure.platform.TEMPORAL_TLS_CLIENT_CERT_PATH), key: readFileSync(secure.platform.TEMPORAL_TLS_CLIENT_KEY_PATH) },
+    };
+    return { address: secure.platform.TEMPORAL_ADDRESS, tls };
+  }
 
   it('the outside principal is refused when it writes run events, or reads the run-state topic', async () => {
     const outside = new Kafka({ ...kafkaClientOfProperties(secure.outside, 'outside-forger'), logLevel: logLevel.NOTHING, retry: { retries: 0 } });

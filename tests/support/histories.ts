@@ -9,10 +9,16 @@ import { REPO_ROOT } from './stack-env';
 const FIXTURES = join(REPO_ROOT, 'tests/fixtures/histories');
 
 /**
- * The run-event sink the workflows call, registered so a replay does not log it as unknown. A replay
+ * The run-event sinks the workflows call, registered so a replay does not log it as unknown. A replay
  * worker never calls a sink that is not `callDuringReplay`, so this one is never called.
  */
-export const REPLAY_SINKS: InjectedSinks<RunEventSinks> = { runEvents: { publish: { fn: () => undefined, callDuringReplay: false } } };
+export const REPLAY_SINKS: InjectedSinks<RunEventSinks> = {
+  runEvents: {
+    publish: { fn: () => undefined, callDuringReplay: false },
+    carrying: { fn: () => undefined, callDuringReplay: false },
+    landed: { fn: () => undefined, callDuringReplay: false },
+  },
+};
 
 /**
  * Replays real executions' histories through the current workflow bundle (a change that would break

@@ -119,6 +119,8 @@ let runtimeInstalled = false;
 export class WorkflowTestEnv {
   /** Every run event the outboxes of this file's runs published, in publish order. */
   readonly published: RunEvent[] = [];
+  /** The carried outboxes' watch calls (`carrying`, then `landed`, with the last seq the call carries), in call order. */
+  readonly carrierWatch: { workflowId: string; call: 'carrying' | 'landed'; through: number }[] = [];
   /** While set, the sink holds every workflow task's events (and so the task) until it settles. */
   publishHold: Promise<void> | undefined;
   /** Workflows (and the outbox's publish activity) of every test in the file run on this one queue. */
@@ -177,6 +179,8 @@ export class WorkflowTestEnv {
             },
             callDuringReplay: false,
           },
+          carrying: { fn: (info, through: number) => void self.carrierWatch.push({ workflowId: info.workflowId, call: 'carrying', through }), callDuringReplay: false },
+          landed: { fn: (info, through: number) => void self.carrierWatch.push({ workflowId: info.workflowId, call: 'landed', through }), callDuringReplay: false },
         },
       },
     });
@@ -398,6 +402,11 @@ export class Rig {
   }
 
   /** Every event of the run handed to the publisher, in the order it was, copies included. */
+  /** The watch calls of this rig's runs (and their children). */
+  carrierWatch(): { call: 'carrying' | 'landed'; through: number }[] {
+    return this.env.carrierWatch.filter((w) => w.workflowId.includes(this.id)).map(({ call, through }) => ({ call, through }));
+  }
+
   everyPublished(runId: string): RunEvent[] {
     return this.env.published.filter((e) => e.run_id === runId);
   }

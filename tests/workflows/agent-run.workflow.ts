@@ -153,6 +153,11 @@ describe('AgentRun', () => {
       expect(carrying.every((a) => a.queue === rig.lanes.cpuTools || a.queue === rig.lanes.gpuTools)).toBe(true);
       expect(carrying.filter((a) => a.queue === rig.lanes.gpuTools).length).toBeGreaterThanOrEqual(1);
       expect(carrying.filter((a) => a.where === 'child')).toEqual([{ where: 'child', name: 'callModel', queue: rig.lanes.cpuTools, args: 2 }]);
+      // Each carrier was reported to the worker's stalled-carrier watch when scheduled, and again when it settled.
+      const watch = rig.carrierWatch();
+      const through = (call: string) => watch.filter((w) => w.call === call).map((w) => w.through).sort((a, b) => a - b);
+      expect(through('carrying')).toHaveLength(rig.carriedCalls);
+      expect(through('landed')).toEqual(through('carrying'));
       // Fewer publishing activities than the same run publishing every batch by activity (the first
       // events and the end still need one each).
       const publishing = scheduled.filter((a) => a.name === 'publishRunEvents').length;

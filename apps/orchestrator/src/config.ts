@@ -79,6 +79,12 @@ export const orchestratorSpec = {
   COMMAND_CONCURRENCY: int(3, 1, 64),
   /** A workflow bundle made at build time; without it the worker bundles at start. */
   WORKFLOW_BUNDLE_PATH: optionalStr(),
+  /**
+   * A carried call (run events riding a tool or model call) its lane has not started after this long
+   * has its events published by the workflows role, read from the history: a queued or unserved GPU
+   * lane holds up the call, never the run's stream.
+   */
+  AGENTRUN_CARRIER_STALL_MS: int(1_000, 50, 600_000),
   /** A snapshot archive whose files add up to more than this is refused when a fork restores it. */
   SNAPSHOT_RESTORE_MAX_BYTES: int(2 * 1024 ** 3, 1, Number.MAX_SAFE_INTEGER),
 };

@@ -1,9 +1,9 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { carriedEventsInterceptor, createAgentActivities, createCaseSource, createChatClient, createPublishActivities, CPU_TOOLS, RunEventPublisher, type PublishDeps } from '@agentrun/activities';
+import { carriedEventsInterceptor, createAgentActivities, StalledCarriers, createCaseSource, createChatClient, createPublishActivities, CPU_TOOLS, RunEventPublisher, type PublishDeps } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { hostLanesFor, lanesFor } from '@agentrun/contracts';
 import { EffectLedger, GpuLeases } from '@agentrun/persistence';
-import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, runEventPublishing, type LaneWorkerOptions } from '@agentrun/runtime';
+import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, runEventPublishing, temporalCarrierReader, type LaneWorkerOptions, type WorkerPool } from '@agentrun/runtime';
 import type { InjectedSinks } from '@temporalio/worker';
 import type { RunEventSinks } from '@agentrun/workflows';
 import type { OrchestratorConfig } from './config';
@@ -32,6 +32,9 @@ export class TemporalWorkers extends LaneWorkers {
 
   private publishing?: PublishDeps;
 
+  /** The watch on carried calls their lane has not started (workflows role). */
+  private stalled?: StalledCarriers;
+
   /** How this process publishes run events (made once): the workflow lane's activity and sink, and the calls that carry them. */
   private publishDeps(kafka: Kafka): PublishDeps {
     return (this.publishing ??= runEventPublishing(kafka, this.config));
@@ -44,6 +47,7 @@ export class TemporalWorkers extends LaneWorkers {
       : { workflowsPath: require.resolve('@agentrun/workflows') };
     const publish = this.publishDeps(kafka);
     const logger = new Logger('RunEventPublisher');
+    const stalled = (this.stalled = new StalledCarriers(publish, { afterMs: this.config.AGENTRUN_CARRIER_STALL_MS, log: (m) => this.carrierLog.log(m) }));
     const publisher = new RunEventPublisher(publish, {
       onFailure: (workflow, attempt, err) =>
         logger.warn(`run events of ${workflow.workflowId} not acknowledged (attempt ${attempt}); the workflow task waits and they are sent again: ${err instanceof Error ? err.message : String(err)}`),
@@ -55,8 +59,23 @@ export class TemporalWorkers extends LaneWorkers {
       activities: createPublishActivities(publish),
       // Executions recorded with the sink's patch, and runs started with AGENTRUN_RUN_EVENTS_VIA=workflow-task.
       // Never during replay: those events went out before their task completed the first time.
-      sinks: { runEvents: { publish: { fn: (info, events) => publisher.publish(info, events), callDuringReplay: false } } } satisfies InjectedSinks<RunEventSinks>,
+      // The carried outbox's watch calls: never during replay either (the run was watched when they were made).
+      sinks: {
+        runEvents: {
+          publish: { fn: (info, events) => publisher.publish(info, events), callDuringReplay: false },
+          carrying: { fn: (info) => stalled.carrying(info), callDuringReplay: false },
+          landed: { fn: (info) => stalled.landed(info), callDuringReplay: false },
+        },
+      } satisfies InjectedSinks<RunEventSinks>,
     };
+  }
+
+  protected override started(pool: WorkerPool): void {
+    this.stalled?.attach(temporalCarrierReader(pool.workflowService, pool.namespace));
+  }
+
+  protected override async stopping(): Promise<void> {
+    await this.stalled?.stop();
   }
 
   /**

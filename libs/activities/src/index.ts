@@ -7,3 +7,4 @@ export * from './llm';
 export * from './payloads';
 export * from './eval.activities';
 export * from './eval-cases';
+export * from './stalled-carriers';

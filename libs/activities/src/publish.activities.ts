@@ -22,7 +22,7 @@ export interface PublishDeps {
  * sent, so the projector can tell our events from anything else written to the topic, and carries the
  * trace context (`traceparent`, W3C) of a producer span under `parent` (the active context by default).
  */
-async function sendRunEvents(deps: PublishDeps, events: RunEventEnvelope[], parent?: Context): Promise<void> {
+export async function sendRunEvents(deps: PublishDeps, events: RunEventEnvelope[], parent?: Context): Promise<void> {
   const topic = deps.topicPrefix + TOPICS.runEvents;
   // The signature covers the value only, so headers can be added.
   await inSpan(

@@ -9,3 +9,4 @@ export * from './event-keys';
 export * from './temporal-runtime';
 export * from './temporal-tracing';
 export * from './activity-log-context';
+export * from './carrier-reader';

@@ -27,6 +27,8 @@ export class WorkerPool implements ReadinessCheck {
   private constructor(
     private readonly connection: NativeConnection,
     private readonly workers: Worker[],
+    /** The namespace the workers poll. */
+    readonly namespace: string,
   ) {
     this.running = workers.map((w) =>
       w.run().then(
@@ -58,11 +60,16 @@ export class WorkerPool implements ReadinessCheck {
         const traced = withWorkerTracing(lane);
         workers.push(await Worker.create({ ...traced, connection, namespace, interceptors: withLogContext(traced.interceptors) }));
       }
-      return new WorkerPool(connection, workers);
+      return new WorkerPool(connection, workers, namespace);
     } catch (err) {
       await connection.close();
       throw err;
     }
+  }
+
+  /** The workers' connection's workflow service, for a lane's own reads of Temporal. */
+  get workflowService(): NativeConnection['workflowService'] {
+    return this.connection.workflowService;
   }
 
   async check(): Promise<void> {

@@ -90,6 +90,15 @@ export interface RunEventSinks extends Sinks {
   runEvents: {
     /** Publishes (not during replay: those events went out when their task first ran). */
     publish(events: RunEventEnvelope[]): void;
+    /**
+     * A carried call was scheduled with events through `through` (carried outbox; not during replay).
+     * The worker watches the run: a carrier its lane has not started after a while (the GPU lane
+     * queued, or nobody serving it) has its events published by the workflow's worker instead, read
+     * from the call's scheduled event in the history, so still only what a completed task recorded.
+     */
+    carrying(through: number): void;
+    /** That carried call settled (completed, failed or cancelled): the watch on it ends. */
+    landed(through: number): void;
   };
 }
 
@@ -195,10 +204,13 @@ function activityOutbox(options: OutboxOptions): Outbox {
  * activities the run schedules anyway on the carrying lanes: a call takes every event not yet known
  * to be on the topic as its last argument, recorded in the history with the call, so only what a
  * completed workflow task emitted is ever published, and always the same events. The worker publishes
- * them before the activity runs and says so in the result; the outbox then knows them published.
+ * them while the activity runs and says so in the result; the outbox then knows them published. A
+ * carrier its lane does not start promptly (a queued GPU lane, a stopped gpu-worker) would hold its
+ * events back, so the workflow's worker watches each one (the `carrying`/`landed` sink calls) and
+ * publishes a stalled carrier's events itself, read from the history.
  *
- * Events that no call in flight carries (the task scheduled nothing on a carrying lane: a GPU tool, a
- * research child, a wait, the end), and an execution's first events, which a client waits for, go out
+ * Events that no call in flight carries (the task scheduled nothing on a carrying lane: a wait, the
+ * end), and an execution's first events, which a client waits for, go out
  * by the `publishRunEvents` activity (dispatched eagerly to the workflow's own worker), as in the activity
  * outbox, whose loop this is: it cannot be cancelled and retries for as long as it takes. A carried
  * call that fails, or whose worker could not publish, leaves its events unconfirmed, so the next
@@ -207,6 +219,7 @@ function activityOutbox(options: OutboxOptions): Outbox {
  */
 function carriedOutbox(options: OutboxOptions): Outbox {
   const publisher = proxyActivities<PublishActivities>({ taskQueue: options.lane, startToCloseTimeout: '30s', retry: FOREVER });
+  const { runEvents: watch } = proxySinks<RunEventSinks>();
   const unconfirmed: RunEventEnvelope[] = [];
   let seq = options.firstSeq;
   let confirmed = options.firstSeq;
@@ -294,8 +307,11 @@ function carriedOutbox(options: OutboxOptions): Outbox {
     // the first event is what a client waits for.
     const batch = confirmed > options.firstSeq ? board() : undefined;
     if (!batch) return send(undefined);
+    const through = batch.events[batch.events.length - 1].seq;
+    watch.carrying(through);
     return send({ [CARRIED_EVENTS_KEY]: batch.events }).then(
       (result) => {
+        watch.landed(through);
         if (!isCarriedResult(result)) {
           batch.landed();
           return result;
@@ -304,6 +320,7 @@ function carriedOutbox(options: OutboxOptions): Outbox {
         return result.value;
       },
       (err: unknown) => {
+        watch.landed(through);
         batch.landed();
         throw err;
       },
