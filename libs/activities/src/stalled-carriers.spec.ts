@@ -45,9 +45,9 @@ beforeEach(() => {
   jest.useFakeTimers();
   initTracing('orchestrator', {});
 });
-afterEach(() => {
+afterEach(async () => {
   jest.useRealTimers();
-  resetTracingForTests();
+  await resetTracingForTests();
 });
 
 describe('StalledCarriers (the watch on carried calls)', () => {

@@ -17,15 +17,15 @@ export abstract class LaneWorkers implements OnApplicationBootstrap, OnModuleDes
   protected abstract lanes(): LaneWorkerOptions[];
 
   /** Told of the running pool (its connection's workflow service and namespace), once. */
-  protected started(_pool: WorkerPool): void {}
+  protected started?(pool: WorkerPool): void;
 
   /** Before the workers drain (they are still running). */
-  protected async stopping(): Promise<void> {}
+  protected stopping?(): Promise<void>;
 
   /** After every provider has started, so no task arrives before the database is connected. */
   async onApplicationBootstrap(): Promise<void> {
     this.pool = await WorkerPool.start(this.platform, this.lanes());
-    this.started(this.pool);
+    this.started?.(this.pool);
   }
 
   async check(): Promise<void> {
@@ -34,7 +34,7 @@ export abstract class LaneWorkers implements OnApplicationBootstrap, OnModuleDes
   }
 
   async onModuleDestroy(): Promise<void> {
-    await this.stopping();
+    await this.stopping?.();
     await this.pool?.stop();
   }
 }
