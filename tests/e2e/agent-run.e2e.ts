@@ -1,11 +1,14 @@
-import { Client, Connection, WorkflowUpdateFailedError } from '@temporalio/client';
-import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
-import { changeGoalUpdate } from '@agentrun/workflows';
+import { Client, Connection, WorkflowUpdateFailedError, type WorkflowHandle } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+import { TOPICS, type ModelCallUsage, type RunEventEnvelope } from '@agentrun/contracts';
+import { CARRIED_EVENTS_KEY, changeGoalUpdate, isCarriedEvents } from '@agentrun/workflows';
 import { oneToN, scriptedRunShape, seqsOnTopic } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
 import { stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
 import { replayHistories } from '../support/histories';
+import { scrapeMetrics, total } from '../support/prometheus';
 
 /**
  * The agent loop's guarantees against the real servers. Tools are paced (4 ticks of 250 ms, each a
@@ -82,7 +85,25 @@ describe('AgentRun on the real servers', () => {
     const runId = uniqueId('stalled-lane');
     await platform.stopApp('gpu-worker', 'SIGTERM');
     try {
+      const stalledBefore = total(await scrapeMetrics(platform.ports.orchestrator), 'agentrun_stalled_carrier_events_total');
       await start(runId, 6);
+      // The GPU call nobody picks up carries the previous step's events: the stalled-carrier watch
+      // publishes them (after AGENTRUN_CARRIER_STALL_MS) while the call is still queued and the run
+      // still running, so the run's stream does not stand still behind the lane.
+      const handle = client.workflow.getHandle(`${org}/${runId}`);
+      const queued = await waitFor('a queued GPU call', () => gpuCallScheduled(handle), 60_000, 20);
+      const carried = await carriedBy(handle, queued.activityId);
+      expect(carried.length).toBeGreaterThan(0);
+      await waitFor('the queued call\'s events in the read model', async () => {
+        const seqs = new Set((await runEvents(runId)).map((e) => e.seq));
+        return carried.every((e) => seqs.has(e.seq));
+      }, 30_000, 20);
+      const now = await handle.describe();
+      expect({
+        status: now.status.name,
+        queued: (now.raw.pendingActivities ?? []).filter((a) => a.activityId === queued.activityId).map((a) => String(a.state)),
+      }).toEqual({ status: 'RUNNING', queued: [String(temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED)] });
+      expect(total(await scrapeMetrics(platform.ports.orchestrator), 'agentrun_stalled_carrier_events_total') - stalledBefore).toBeGreaterThanOrEqual(carried.length);
       await platform.waitForStatus(org, runId, 'failed', 60_000);
       const run = await platform.http('GET', `/runs/${runId}`, { org });
       expect(run.body.state).toMatchObject({ status: 'failed', reason: 'lane_stalled' });
@@ -91,6 +112,22 @@ describe('AgentRun on the real servers', () => {
       await platform.startApp('gpu-worker');
     }
   });
+
+  /** The run's first call scheduled on a `gpu-tools` lane, read from the history (undefined before). */
+  async function gpuCallScheduled(handle: WorkflowHandle): Promise<{ activityId: string } | undefined> {
+    const history = await handle.fetchHistory();
+    const a = (history.events ?? []).find((e) => e.activityTaskScheduledEventAttributes?.taskQueue?.name?.endsWith('gpu-tools'))?.activityTaskScheduledEventAttributes;
+    return a?.activityId ? { activityId: a.activityId } : undefined;
+  }
+
+  /** The run events a scheduled call carries (its last argument, read from the history). */
+  async function carriedBy(handle: WorkflowHandle, activityId: string): Promise<RunEventEnvelope[]> {
+    const history = await handle.fetchHistory();
+    const scheduled = (history.events ?? []).find((e) => e.activityTaskScheduledEventAttributes?.activityId === activityId);
+    const last = scheduled?.activityTaskScheduledEventAttributes?.input?.payloads?.at(-1);
+    const value = last ? defaultPayloadConverter.fromPayload(last) : undefined;
+    return isCarriedEvents(value) ? (value[CARRIED_EVENTS_KEY] as RunEventEnvelope[]) : [];
+  }
 
   it('kill -9 of the orchestrator mid-run hands the run over, and every effect ran once', async () => {
     const runId = uniqueId('kill9');
@@ -139,26 +176,86 @@ describe('AgentRun on the real servers', () => {
 });
 
 describe('the llm policy against the local model server', () => {
-  const platform = new Platform({ AGENTRUN_TOOL_HEARTBEAT_S: '5' });
+  const price = { input_usd_per_million: 3, output_usd_per_million: 15 };
+  const platform = new Platform({ AGENTRUN_TOOL_HEARTBEAT_S: '5', AGENTRUN_MODEL_PRICES: JSON.stringify({ scripted: price }) });
   const org = 'acme';
   beforeAll(() => platform.start());
   afterAll(() => platform.stop());
 
-  const runWith = async (scenario: string, maxSteps = 12) => {
+  const runWith = async (scenario: string, maxSteps = 12, runOrg = org) => {
     const runId = uniqueId(`llm-${scenario.replace(/_/g, '-')}`);
     await platform.publishCommand({
       command_id: uniqueId('c'),
       type: 'agent.start',
-      org,
+      org: runOrg,
       run_id: runId,
       payload: { goal: `[scenario:${scenario}] find the parser notes`, max_steps: maxSteps, policy: 'llm' },
     });
     return runId;
   };
-  const stepsOf = async (runId: string) =>
-    (await platform.query<{ event: RunEventEnvelope }>(`SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND type = 'step_completed' ORDER BY seq`, [org, runId])).map(
-      (r) => r.event.payload as { kind: string; tool?: string; attempt: number; output: string },
+  const stepsOf = async (runId: string, runOrg = org) =>
+    (await platform.query<{ event: RunEventEnvelope }>(`SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND type = 'step_completed' ORDER BY seq`, [runOrg, runId])).map(
+      (r) => r.event.payload as { kind: string; tool?: string; attempt: number; output: string; usage?: ModelCallUsage },
     );
+
+  it("every model call records its tokens and cost; the run's state and the org's GET /usage add them up", async () => {
+    const spender = uniqueId('spend');
+    const runs = [await runWith('agent', 12, spender), await runWith('agent', 12, spender)];
+    const perRun = new Map<string, { calls: number; prompt_tokens: number; completion_tokens: number; cost_usd: number }>();
+    for (const runId of runs) {
+      await platform.waitForStatus(spender, runId, 'done');
+      const calls = (await stepsOf(runId, spender)).filter((s) => s.kind === 'llm');
+      expect(calls.length).toBeGreaterThanOrEqual(2);
+      // The local server reports usage (words counted), so nothing is estimated; the price is the table's.
+      for (const { usage } of calls) {
+        expect(usage).toMatchObject({ model: 'scripted', priced: true });
+        expect(usage!.estimated).toBeUndefined();
+        expect(usage!.prompt_tokens).toBeGreaterThan(0);
+        expect(usage!.cost_usd).toBeCloseTo((usage!.prompt_tokens * price.input_usd_per_million + usage!.completion_tokens * price.output_usd_per_million) / 1e6, 8);
+      }
+      const sum = {
+        calls: calls.length,
+        prompt_tokens: calls.reduce((n, c) => n + c.usage!.prompt_tokens, 0),
+        completion_tokens: calls.reduce((n, c) => n + c.usage!.completion_tokens, 0),
+        cost_usd: calls.reduce((n, c) => n + c.usage!.cost_usd, 0),
+      };
+      perRun.set(runId, sum);
+      const run = await platform.http('GET', `/runs/${runId}`, { org: spender });
+      expect(run.body.state.usage).toMatchObject({ calls: sum.calls, prompt_tokens: sum.prompt_tokens, completion_tokens: sum.completion_tokens, estimated_calls: 0 });
+      expect(run.body.state.usage.cost_usd).toBeCloseTo(sum.cost_usd, 8);
+    }
+    const listed = await platform.http('GET', '/runs', { org: spender });
+    expect(listed.body.runs.map((r: { run_id: string; state: { usage?: unknown } }) => [r.run_id, Boolean(r.state.usage)]).sort()).toEqual(runs.map((r) => [r, true]).sort());
+
+    const all = [...perRun.values()];
+    const total = { calls: all.reduce((n, r) => n + r.calls, 0), prompt_tokens: all.reduce((n, r) => n + r.prompt_tokens, 0), completion_tokens: all.reduce((n, r) => n + r.completion_tokens, 0) };
+    const byRun = await platform.http('GET', '/usage?group_by=run', { org: spender });
+    expect(byRun.status).toBe(200);
+    expect(byRun.body).toMatchObject({ group_by: 'run', total: { ...total, estimated_calls: 0, unpriced_calls: 0 }, truncated: false });
+    expect(byRun.body.total.cost_usd).toBeCloseTo(all.reduce((n, r) => n + r.cost_usd, 0), 8);
+    expect(Object.fromEntries(byRun.body.groups.map((g: { key: string; calls: number; prompt_tokens: number; completion_tokens: number }) => [g.key, [g.calls, g.prompt_tokens, g.completion_tokens]]))).toEqual(
+      Object.fromEntries([...perRun].map(([runId, r]) => [runId, [r.calls, r.prompt_tokens, r.completion_tokens]])),
+    );
+    const byModel = await platform.http('GET', '/usage?group_by=model', { org: spender });
+    expect(byModel.body.groups).toEqual([{ key: 'scripted', ...byRun.body.total }]);
+    const today = new Date().toISOString().slice(0, 10);
+    const byDay = await platform.http('GET', `/usage?group_by=day&from=${today}`, { org: spender });
+    expect(byDay.body.groups.map((g: { key: string; calls: number }) => [g.key, g.calls])).toEqual([[today, total.calls]]);
+    // Another org's calls are not this org's; a range before them holds nothing.
+    expect((await platform.http('GET', '/usage?group_by=run', { org })).body.groups.map((g: { key: string }) => g.key)).not.toContain(runs[0]);
+    expect((await platform.http('GET', '/usage?from=2020-01-01&to=2020-02-01', { org: spender })).body.total.calls).toBe(0);
+    // Bad questions get a 400 that says what is wrong.
+    for (const [query, detail] of [
+      ['group_by=week', /group_by must be one of model, run, day/],
+      ['from=2026-02-31', /not a real date/],
+      ['from=2026-12-02&to=2026-12-01', /must be before to/],
+      ['to=2026-12-01T10:00:00', /date-time with an offset/],
+    ] as const) {
+      const bad = await platform.http('GET', `/usage?${query}`, { org: spender });
+      expect({ query, status: bad.status }).toEqual({ query, status: 400 });
+      expect(bad.body.detail).toMatch(detail);
+    }
+  });
 
   it('the model calls tools on their lanes, reads their results and answers', async () => {
     const runId = await runWith('agent');

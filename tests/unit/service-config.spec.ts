@@ -17,6 +17,7 @@ import {
   quotasSpec,
   runDefaultsSpec,
   modelEndpointNamesSpec,
+  modelPricesSpec,
   temporalSpec,
   toolActivitySpec,
   workspaceSpec,
@@ -45,6 +46,7 @@ const GROUPS = {
   toolActivity: toolActivitySpec,
   runDefaults: runDefaultsSpec,
   modelEndpointNames: modelEndpointNamesSpec,
+  modelPrices: modelPricesSpec,
   quotas: quotasSpec,
   eventSigning: eventSigningSpec,
 } satisfies Record<string, Spec>;
@@ -70,7 +72,7 @@ const SERVICES: Record<string, Service> = {
   orchestrator: {
     spec: orchestratorSpec,
     load: loadOrchestratorConfig,
-    groups: ['lifecycle', 'tracing', 'logging', 'mode', 'profile', 'kafka', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'runDefaults', 'modelEndpointNames', 'quotas', 'eventSigning'],
+    groups: ['lifecycle', 'tracing', 'logging', 'mode', 'profile', 'kafka', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'runDefaults', 'modelEndpointNames', 'modelPrices', 'quotas', 'eventSigning'],
     own: ['ORCHESTRATOR_ROLES', 'ORCHESTRATOR_HOST', 'ORCHESTRATOR_PORT', 'MODEL_BASE_URL', 'MODEL_API_KEY', 'MODEL_NAME', 'MODEL_TIMEOUT_MS', 'COMMAND_CONCURRENCY', 'WORKFLOW_BUNDLE_PATH', 'SNAPSHOT_RESTORE_MAX_BYTES', 'AGENTRUN_COMMAND_KEY_SECRET', 'AGENTRUN_CARRIER_STALL_MS'],
     bad: ['COMMAND_CONCURRENCY', '0'],
   },

@@ -9,6 +9,7 @@ import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { Database, HealthController, Kafka, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { CommandsController } from './commands.controller';
 import type { GatewayConfig } from './config';
+import { UsageController } from './usage.controller';
 import { DashboardController } from './dashboard.controller';
 import { ApiDocument, DocsController } from './docs.controller';
 import { LiveEventsHub } from './live-events.hub';
@@ -25,7 +26,7 @@ export class GatewayModule {
   static forRoot(config: GatewayConfig): DynamicModule {
     return {
       module: GatewayModule,
-      controllers: [HealthController, DocsController, RunsController, RunEventsController, CommandsController, SessionController, SnapshotsController, EvalsController, DashboardController],
+      controllers: [HealthController, DocsController, RunsController, RunEventsController, CommandsController, SessionController, SnapshotsController, EvalsController, UsageController, DashboardController],
       providers: [
         { provide: PLATFORM_CONFIG, useValue: config },
         { provide: SERVICE_NAME, useValue: 'gateway' },

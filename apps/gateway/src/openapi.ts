@@ -14,6 +14,7 @@ import {
   RUNS_PAGE_SCHEMA,
   SNAPSHOT_LIST_SCHEMA,
   SNAPSHOT_ROW_SCHEMA,
+  USAGE_REPORT_SCHEMA,
 } from '@agentrun/contracts';
 import { embeddable, PROBLEM_CONTENT, problemResponse, SECURITY, type JsonSchema } from './api-docs';
 import { ApiDocument } from './docs.controller';
@@ -35,6 +36,7 @@ export const API_SCHEMAS: Record<string, JsonSchema> = {
   CaseResultRow: embeddable(CASE_RESULT_ROW_SCHEMA),
   CaseResultPage: embeddable(CASE_RESULT_PAGE_SCHEMA),
   EvalComparison: embeddable(EVAL_COMPARISON_SCHEMA),
+  UsageReport: embeddable(USAGE_REPORT_SCHEMA),
 };
 
 /**

@@ -11,6 +11,7 @@ import {
   loadServiceConfig,
   objectStoreSpec,
   modelEndpointNamesSpec,
+  modelPricesSpec,
   optionalStr,
   profileSpec,
   quotasSpec,
@@ -52,6 +53,7 @@ export const orchestratorSpec = {
   ...workspaceSpec,
   ...objectStoreSpec,
   ...modelEndpointNamesSpec,
+  ...modelPricesSpec,
   // The CPU tool lane runs here.
   ...toolActivitySpec,
   // Kafka commands start runs, so the orchestrator reads the same run defaults as the gateway.

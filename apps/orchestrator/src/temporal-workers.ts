@@ -105,6 +105,7 @@ export class TemporalWorkers extends LaneWorkers {
       snapshots: { store, maxBytes: this.config.SNAPSHOT_RESTORE_MAX_BYTES },
       pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
       payloads: { store, inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
+      prices: this.config.AGENTRUN_MODEL_PRICES,
       ...(host ? { placement: { host, lanes: hostLanesFor(prefix, host) } } : {}),
     });
     // The run events a call carries are published before it runs, where this process has Kafka.

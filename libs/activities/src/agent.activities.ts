@@ -13,6 +13,8 @@ import { applyWrites, packWrites, runStaged, stageWorkspace } from './gpu-stagin
 import { toolSpecsFor } from './tool-specs';
 import { BadArguments, type Tool } from './tools';
 import { Workspace } from './workspace';
+import { usageOf } from './usage';
+import type { ModelPrices } from '@agentrun/config';
 
 export interface AgentActivityDeps {
   workspaceRoot: string;
@@ -40,6 +42,8 @@ export interface AgentActivityDeps {
    * whose workspace this process prepares or restores, so its later workspace work comes back here.
    */
   placement?: WorkspacePlacement;
+  /** What model calls cost (AGENTRUN_MODEL_PRICES); without it calls count tokens and cost 0, unpriced. */
+  prices?: ModelPrices;
 }
 
 /** Who holds a lease: this process on this host. */
@@ -103,7 +107,8 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
         // Recorded under the fork's key too (as a reuse, not an effect), so the fork's retries agree.
         const parent = await deps.effects.find<T>(reuseKey);
         if (parent) {
-          const stored = await deps.effects.record(key, `reuse:${effect}`, { ...parent.result, key }, Context.current().info.attempt);
+          // Marked `reused`, so what the parent's call cost (its `usage`) is not counted again as this run's.
+          const stored = await deps.effects.record(key, `reuse:${effect}`, { ...parent.result, key, reused: true }, Context.current().info.attempt);
           return { ...stored.result, duplicate: true };
         }
       }
@@ -206,6 +211,7 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
         const content = await inlineOrStore(deps.payloads.store, call, reply.content ?? '', deps.payloads.inlineMaxBytes);
         return {
           key: call.key,
+          usage: usageOf(call, reply, chat.model, deps.prices ?? {}),
           content: content.text,
           ...(content.ref ? { content_ref: content.ref } : {}),
           tool_calls: reply.tool_calls.map((t) => ({ id: t.id, name: t.name, arguments: t.raw_arguments })),

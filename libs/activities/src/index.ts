@@ -8,3 +8,4 @@ export * from './payloads';
 export * from './eval.activities';
 export * from './eval-cases';
 export * from './stalled-carriers';
+export * from './usage';

@@ -54,7 +54,10 @@ export class StalledCarriers {
   constructor(
     private readonly deps: PublishDeps,
     private readonly options: StalledCarrierOptions,
-  ) {}
+  ) {
+    // Declared with the watch, so a scrape shows it at 0 before anything stalls.
+    processMetrics().stalledCarrierEvents();
+  }
 
   /** Where the watch reads Temporal: set once the workers' connection is open (looks wait for it). */
   attach(reader: CarrierReader): void {
@@ -126,7 +129,7 @@ export class StalledCarriers {
       for (const events of batches) {
         for (const part of requestsOf(events)) await sendRunEvents(this.deps, part, parent);
         metrics.published.inc(events.length);
-        metrics.stalled.inc(events.length);
+        processMetrics().stalledCarrierEvents().inc(events.length);
         this.options.log?.(
           `published ${watch.execution.workflowId}'s run events ${events[0].seq}..${events[events.length - 1].seq}: the call carrying them had not started after ${this.options.afterMs} ms`,
         );

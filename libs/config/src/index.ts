@@ -5,3 +5,4 @@ export * from './production';
 export * from './model-endpoints';
 export * from './quotas';
 export * from './event-keys';
+export * from './model-prices';

@@ -76,6 +76,39 @@ export const RUN_DETAIL_SCHEMA = Type.Object(
 );
 export type RunDetail = Static<typeof RUN_DETAIL_SCHEMA>;
 
+/** What `GET /usage` groups by. */
+export const USAGE_GROUPS = ['model', 'run', 'day'] as const;
+export type UsageGroup = (typeof USAGE_GROUPS)[number];
+
+const USAGE_TOTALS = {
+  calls: Type.Integer({ minimum: 0 }),
+  prompt_tokens: Type.Integer({ minimum: 0 }),
+  completion_tokens: Type.Integer({ minimum: 0 }),
+  /** US dollars, from the price table the workers had when each call was made. */
+  cost_usd: Type.Number({ minimum: 0 }),
+  /** Calls whose tokens were estimated (the server reported none). */
+  estimated_calls: Type.Integer({ minimum: 0 }),
+  /** Calls of a model the price table had no price for (counted at 0 dollars). */
+  unpriced_calls: Type.Integer({ minimum: 0 }),
+};
+
+/** `GET /usage`: an org's model calls in `[from, to)`, added up and grouped. */
+export const USAGE_REPORT_SCHEMA = Type.Object(
+  {
+    from: Type.String({ format: 'date-time' }),
+    to: Type.String({ format: 'date-time' }),
+    group_by: StringEnum(USAGE_GROUPS),
+    total: Type.Object(USAGE_TOTALS),
+    /** Most expensive first (then by key); `key` is the model, the run id, or the UTC day (`YYYY-MM-DD`). */
+    groups: Type.Array(Type.Object({ key: Type.String(), ...USAGE_TOTALS })),
+    /** True when there were more groups than the answer holds (`total` still counts them all). */
+    truncated: Type.Boolean(),
+  },
+  { $id: 'https://agentrun.dev/schemas/usage-report.v1.json', title: 'UsageReport' },
+);
+export type UsageReport = Static<typeof USAGE_REPORT_SCHEMA>;
+export type UsageTotals = UsageReport['total'];
+
 /** `GET /runs/{id}/snapshots`: the manifest in the order rows landed. */
 export const SNAPSHOT_LIST_SCHEMA = Type.Object(
   { run_id: Type.String({ pattern: RUN_ID_PATTERN }), items: Type.Array(Embedded(SNAPSHOT_ROW_SCHEMA)) },

@@ -26,6 +26,32 @@ export function isRunEventType(type: string): type is RunEventType {
 }
 
 /** The whole state of an agent run, carried by every agent event as `payload.state`. */
+/** One model call's tokens and cost, as `step_completed` reports it (`usage`). */
+export const MODEL_CALL_USAGE_SCHEMA = Type.Object({
+  /** The model the call was priced as: the requested model's name. */
+  model: Type.String(),
+  prompt_tokens: Type.Integer({ minimum: 0 }),
+  completion_tokens: Type.Integer({ minimum: 0 }),
+  /** US dollars, from the price table in configuration (`AGENTRUN_MODEL_PRICES`); 0 when the model has no price. */
+  cost_usd: Type.Number({ minimum: 0 }),
+  /** False when the price table has no price for the model (nor a `*` entry). */
+  priced: Type.Boolean(),
+  /** True when the server reported no usage and the tokens were estimated from the texts (4 characters a token). */
+  estimated: Type.Optional(Type.Boolean()),
+});
+export type ModelCallUsage = Static<typeof MODEL_CALL_USAGE_SCHEMA>;
+
+/** A run's model calls added up, as its state carries them (`usage`). */
+export const RUN_USAGE_SCHEMA = Type.Object({
+  calls: Type.Integer({ minimum: 0 }),
+  prompt_tokens: Type.Integer({ minimum: 0 }),
+  completion_tokens: Type.Integer({ minimum: 0 }),
+  cost_usd: Type.Number({ minimum: 0 }),
+  /** Calls whose tokens were estimated (the server reported none). */
+  estimated_calls: Type.Integer({ minimum: 0 }),
+});
+export type RunUsage = Static<typeof RUN_USAGE_SCHEMA>;
+
 export const AGENT_STATE_SCHEMA = Type.Object(
   {
     status: StringEnum(AGENT_STATUSES),
@@ -46,6 +72,8 @@ export const AGENT_STATE_SCHEMA = Type.Object(
     history_max_events: Type.Optional(Type.Integer({ minimum: 1 })),
     /** The workspace host holding the run's workspace (host-pinned workspaces); absent on a shared volume. */
     workspace_host: Type.Optional(Type.String()),
+    /** The run's model calls so far (this run's own: a fork's reused replies are its parent's). Absent before its first call. */
+    usage: Type.Optional(RUN_USAGE_SCHEMA),
   },
   { $id: 'https://agentrun.dev/schemas/agent-state.v1.json', title: 'AgentRunState' },
 );
@@ -198,6 +226,8 @@ export const RUN_EVENT_FIELDS = {
     /** True when served from the effect ledger: the effect had already happened. */
     duplicate: Type.Boolean(),
     output: Type.String({ maxLength: 2_000 }),
+    /** A model call's tokens and cost (`llm` steps); absent on a reply a fork reused from its parent. */
+    usage: Type.Optional(MODEL_CALL_USAGE_SCHEMA),
   }),
   tool_called: Type.Object(
     { tool: Type.Optional(Type.String()), lane: Type.Optional(Type.String()) },

@@ -1,4 +1,4 @@
-import { CAPTURE_STATUSES, type RunEventEnvelope, type SnapshotRow } from '@agentrun/contracts';
+import { CAPTURE_STATUSES, type ModelCallUsage, type RunEventEnvelope, type SnapshotRow } from '@agentrun/contracts';
 import type { DataSource, EntityManager } from 'typeorm';
 
 /** The channel the projector NOTIFYs once per committed batch; the gateway LISTENs on it. */
@@ -44,6 +44,7 @@ export async function applyRunEvents(dataSource: DataSource, events: RunEventEnv
     await upsertRuns(tx, applied);
     await insertSnapshots(tx, applied);
     await upsertCaseResults(tx, applied);
+    await insertModelUsage(tx, applied);
     const touched = newestPerRun(applied);
     await notify(tx, touched);
     return { inserted: inserted.length, applied: applied.length, touched };
@@ -275,6 +276,48 @@ async function upsertCaseResults(tx: EntityManager, events: RunEventEnvelope[]):
       rows.map((e) => e.ts),
     ],
   );
+}
+
+/**
+ * One row per model call from the `usage` of `step_completed` (applied events only, each once; the key
+ * is the event's, so a replay inserts nothing). A usage that does not have the contract's shape is left
+ * out: the event is still stored and applied, and `GET /usage` counts only what it can add up.
+ */
+async function insertModelUsage(tx: EntityManager, events: RunEventEnvelope[]): Promise<void> {
+  const rows = events.flatMap((e) => {
+    if (e.type !== 'step_completed') return [];
+    const usage = modelCallUsage(e.payload.usage);
+    return usage ? [{ e, usage }] : [];
+  });
+  if (rows.length === 0) return;
+  await tx.query(
+    `INSERT INTO model_usage (org, run_id, seq, step, model, prompt_tokens, completion_tokens, cost_usd, priced, estimated, at)
+     SELECT * FROM unnest($1::text[], $2::text[], $3::int[], $4::int[], $5::text[], $6::bigint[], $7::bigint[], $8::numeric[], $9::bool[], $10::bool[], $11::timestamptz[])
+     ON CONFLICT (org, run_id, seq) DO NOTHING`,
+    [
+      rows.map((r) => r.e.org),
+      rows.map((r) => r.e.run_id),
+      rows.map((r) => r.e.seq),
+      rows.map((r) => (Number.isSafeInteger(r.e.payload.step) ? (r.e.payload.step as number) : 0)),
+      rows.map((r) => r.usage.model),
+      rows.map((r) => r.usage.prompt_tokens),
+      rows.map((r) => r.usage.completion_tokens),
+      rows.map((r) => r.usage.cost_usd.toFixed(8)),
+      rows.map((r) => r.usage.priced),
+      rows.map((r) => r.usage.estimated === true),
+      rows.map((r) => r.e.ts),
+    ],
+  );
+}
+
+function modelCallUsage(v: unknown): ModelCallUsage | undefined {
+  if (typeof v !== 'object' || v === null) return undefined;
+  const u = v as Record<string, unknown>;
+  const count = (n: unknown) => typeof n === 'number' && Number.isSafeInteger(n) && n >= 0;
+  if (typeof u.model !== 'string' || u.model.length === 0 || u.model.length > 200 || u.model.includes('\u0000')) return undefined;
+  if (!count(u.prompt_tokens) || !count(u.completion_tokens)) return undefined;
+  if (typeof u.cost_usd !== 'number' || !Number.isFinite(u.cost_usd) || u.cost_usd < 0 || u.cost_usd >= 1e12) return undefined;
+  return { model: u.model, prompt_tokens: u.prompt_tokens as number, completion_tokens: u.completion_tokens as number, cost_usd: u.cost_usd, priced: u.priced === true, ...(u.estimated === true ? { estimated: true } : {}) };
 }
 
 function newestPerRun(rows: RunTouch[]): RunTouch[] {

@@ -1,4 +1,4 @@
-import { RUN_STATUSES, TERMINAL_STATUSES, type RunEventEnvelope, type RunKind, type RunStateView, type RunStatus, type RunSummary, type SnapshotRow } from '@agentrun/contracts';
+import { RUN_STATUSES, TERMINAL_STATUSES, type RunEventEnvelope, type RunKind, type RunStateView, type RunStatus, type RunSummary, type SnapshotRow, type UsageGroup, type UsageTotals } from '@agentrun/contracts';
 import type { DataSource } from 'typeorm';
 import type { RunCursor } from './cursor';
 
@@ -90,6 +90,24 @@ export class ReadModel {
     const page = rows.slice(0, limit).map(toSummary);
     const last = rows.length > limit ? rows[limit - 1] : undefined;
     return { runs: page, next: last ? { createdAt: last.created_at.toISOString(), runId: last.run_id } : undefined };
+  }
+
+  /**
+   * An org's model calls with `from <= at < to`, added up and grouped by model, run or UTC day: the
+   * `limit` most expensive groups, and the total over all of them.
+   */
+  async usage(org: string, from: Date, to: Date, groupBy: UsageGroup, limit: number): Promise<{ total: UsageTotals; groups: (UsageTotals & { key: string })[]; truncated: boolean }> {
+    const key = { model: 'model', run: 'run_id', day: `to_char(at AT TIME ZONE 'UTC', 'YYYY-MM-DD')` }[groupBy];
+    const sums = `count(*)::int AS calls, coalesce(sum(prompt_tokens), 0)::bigint AS prompt_tokens,
+      coalesce(sum(completion_tokens), 0)::bigint AS completion_tokens, coalesce(sum(cost_usd), 0)::text AS cost_usd,
+      (count(*) FILTER (WHERE estimated))::int AS estimated_calls, (count(*) FILTER (WHERE NOT priced))::int AS unpriced_calls`;
+    const range = 'org = $1 AND at >= $2 AND at < $3';
+    const [total]: UsageRow[] = await this.db.query(`SELECT ${sums} FROM model_usage WHERE ${range}`, [org, from, to]);
+    const rows: (UsageRow & { key: string })[] = await this.db.query(
+      `SELECT ${key} AS key, ${sums} FROM model_usage WHERE ${range} GROUP BY 1 ORDER BY sum(cost_usd) DESC, 1 LIMIT $4`,
+      [org, from, to, limit + 1],
+    );
+    return { total: totalsOf(total), groups: rows.slice(0, limit).map((r) => ({ key: r.key, ...totalsOf(r) })), truncated: rows.length > limit };
   }
 
   async getRun(org: string, runId: string): Promise<RunSummary | undefined> {
@@ -261,4 +279,17 @@ export async function activeRunsByKindAndStatus(db: DataSource, timeoutMs = 2_00
     );
     return rows.map((r) => ({ kind: r.kind, status: r.status, count: Number(r.n) }));
   });
+}
+
+type UsageRow = { calls: number; prompt_tokens: string; completion_tokens: string; cost_usd: string; estimated_calls: number; unpriced_calls: number };
+
+function totalsOf(r: UsageRow): UsageTotals {
+  return {
+    calls: r.calls,
+    prompt_tokens: Number(r.prompt_tokens),
+    completion_tokens: Number(r.completion_tokens),
+    cost_usd: Number(r.cost_usd),
+    estimated_calls: r.estimated_calls,
+    unpriced_calls: r.unpriced_calls,
+  };
 }

@@ -156,15 +156,18 @@ export class AgentRunMetrics {
    * `agentrun_run_events_published_total` and `agentrun_run_event_publish_failures_total`: run events
    * the workflow worker published (by the publishing activity or the workflow-task sink) and Kafka
    * acknowledged, and the publish attempts that failed and will be tried again (the run's later events
-   * wait); `agentrun_stalled_carrier_events_total`: those of them the workflow worker published for a
-   * carried call its lane had not started (a queued or unserved GPU lane), read from the history.
+   * wait). Published by the stalled-carrier watch too (`stalledCarrierEvents` counts those).
    */
-  runEventPublishing(): { published: Counter; failures: Counter; stalled: Counter } {
+  runEventPublishing(): { published: Counter; failures: Counter } {
     return this.once('run-event-publishing', () => ({
       published: new Counter({ name: 'agentrun_run_events_published_total', help: 'Run events published (by the publishing activity, the calls that carry them, or the workflow-task sink) and acknowledged by Kafka', registers: [this.registry] }),
       failures: new Counter({ name: 'agentrun_run_event_publish_failures_total', help: 'Failed attempts to publish run events (each sent again: by the activity\'s retry, or the run\'s next carrier or publishing activity)', registers: [this.registry] }),
-      stalled: new Counter({ name: 'agentrun_stalled_carrier_events_total', help: 'Run events the workflow worker published itself, read from the history, because the call carrying them had not started (its lane queued or unserved)', registers: [this.registry] }),
     }));
+  }
+
+  /** Made with the stalled-carrier watch (the orchestrator's workflows role), so only that role declares it. */
+  stalledCarrierEvents(): Counter {
+    return this.once('stalled-carrier-events', () => new Counter({ name: 'agentrun_stalled_carrier_events_total', help: 'Run events the workflow worker published itself, read from the history, because the call carrying them had not started (its lane queued or unserved)', registers: [this.registry] }));
   }
 
   /** `agentrun_projector_events_total`: run events the projector stored (not dead-lettered). */

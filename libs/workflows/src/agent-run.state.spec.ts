@@ -1,6 +1,6 @@
 import type { AgentRunInput, RestoreResult } from './agent-run.types';
 import { validateGoalChange } from './agent-run.handlers';
-import { AgentLoopState, DEFAULT_HISTORY_BUDGET } from './agent-run.state';
+import { addUsage, AgentLoopState, DEFAULT_HISTORY_BUDGET } from './agent-run.state';
 
 const lanes = { agentWorkflows: 'wf', cpuTools: 'cpu', gpuTools: 'gpu' };
 const input: AgentRunInput = { org: 'acme', run_id: 'r1', goal: 'find the bug', max_steps: 40, policy: 'scripted', tier: 'team', lanes, steps_per_execution: 10 };
@@ -26,6 +26,22 @@ describe('the AgentRun state', () => {
     expect(next.firstSeq).toBe(7);
     expect(next.firstTime('c1')).toBe(false);
     expect(next.result(7)).toEqual({ status: 'running', steps: 1, attempts: 1, duplicates_suppressed: 1, last_seq: 7 });
+  });
+
+  it("adds up its model calls' usage, shows it in its state and carries it across continue-as-new", () => {
+    const run = new AgentLoopState(input, 'acme/r1');
+    expect(run.view(0).usage).toBeUndefined();
+    run.recordStep('llm', { ...outcome, usage: { model: 'm', prompt_tokens: 100, completion_tokens: 20, cost_usd: 0.0006, priced: true } });
+    run.recordStep('tool', outcome);
+    run.recordStep('llm', { ...outcome, usage: { model: 'm', prompt_tokens: 7, completion_tokens: 3, cost_usd: 0.0000003, priced: true, estimated: true } });
+    const usage = { calls: 2, prompt_tokens: 107, completion_tokens: 23, cost_usd: 0.0006003, estimated_calls: 1 };
+    expect(run.view(0).usage).toEqual(usage);
+    const next = new AgentLoopState({ ...input, carry: run.carry(9, undefined) }, 'acme/r1');
+    expect(next.view(0).usage).toEqual(usage);
+    // A fork's usage is its own: the snapshot's state does not bring its parent's.
+    expect(run.forkState()).not.toHaveProperty('usage');
+    expect(addUsage(undefined, { model: 'm', prompt_tokens: 1, completion_tokens: 1, cost_usd: 0.1, priced: true }).cost_usd).toBe(0.1);
+    expect(addUsage({ ...usage, cost_usd: 0.1 }, { model: 'm', prompt_tokens: 1, completion_tokens: 1, cost_usd: 0.2, priced: true }).cost_usd).toBe(0.3);
   });
 
   it("hands over at the step budget or the history budget, never on an execution's first step", () => {

@@ -1,4 +1,4 @@
-import { isTerminal, type AgentRunState, type AgentStatus, type SnapshotRow } from '@agentrun/contracts';
+import { isTerminal, type AgentRunState, type AgentStatus, type ModelCallUsage, type RunUsage, type SnapshotRow } from '@agentrun/contracts';
 import type { AgentCarry, AgentRunInput, AgentRunResult, AgentRunStatusView, ForkState, RestoreResult, SnapshotSeriesCarry, ToolStepRecord, ToolTimeouts, WorkspacePlacement } from './agent-run.types';
 import { plan, planLlm, type Step } from './agent-run.plan';
 import { startConversation, trimConversation, type Conversation } from './conversation';
@@ -19,6 +19,8 @@ export interface StepOutcome {
   lane?: string;
   resumed_from_tick?: number;
   output_ref?: string;
+  /** A model call's tokens and cost, when this run spent them (not on a reply a fork reused). */
+  usage?: ModelCallUsage;
 }
 
 /**
@@ -51,6 +53,8 @@ export class AgentLoopState {
   placement: WorkspacePlacement | undefined;
   /** Host-pinned workspaces: the tool steps since the latest recovery point, redone if the workspace moves. */
   toolLog: ToolStepRecord[];
+  /** The run's model calls added up (undefined before the first). */
+  usage: RunUsage | undefined;
   private readonly researchEvery: number;
 
   constructor(
@@ -82,6 +86,7 @@ export class AgentLoopState {
     this.timeouts = input.timeouts ?? DEFAULT_TIMEOUTS;
     this.placement = carry.placement;
     this.toolLog = [...(carry.tool_log ?? [])];
+    this.usage = carry.usage;
   }
 
   /** A command id seen before is a no-op: Signals may be delivered again after a retry. */
@@ -139,6 +144,7 @@ export class AgentLoopState {
     this.attempts += done.attempt - 1;
     if (done.duplicate) this.duplicatesSuppressed += 1;
     this.context = `${this.context}\n[${done.tool ?? kind}] ${done.output}`.slice(-8_000);
+    if (done.usage) this.usage = addUsage(this.usage, done.usage);
     this.step += 1;
   }
 
@@ -165,6 +171,7 @@ export class AgentLoopState {
       history_length: historyLength,
       history_max_events: this.budget.events,
       ...(this.placement ? { workspace_host: this.placement.host } : {}),
+      ...(this.usage ? { usage: { ...this.usage } } : {}),
     };
   }
 
@@ -225,10 +232,23 @@ export class AgentLoopState {
       ...(snapshots ? { snapshots } : {}),
       ...(this.reusable.size ? { reusable_keys: [...this.reusable] } : {}),
       ...(this.placement ? { placement: this.placement, tool_log: this.toolLog } : {}),
+      ...(this.usage ? { usage: this.usage } : {}),
     };
   }
 
   result(lastSeq: number): AgentRunResult {
     return { status: this.status, steps: this.step, attempts: this.attempts, duplicates_suppressed: this.duplicatesSuppressed, last_seq: lastSeq };
   }
+}
+
+/** A run's usage with one more call added; cost kept to a millionth of a cent, as each call's is. */
+export function addUsage(total: RunUsage | undefined, call: ModelCallUsage): RunUsage {
+  const t = total ?? { calls: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0, estimated_calls: 0 };
+  return {
+    calls: t.calls + 1,
+    prompt_tokens: t.prompt_tokens + call.prompt_tokens,
+    completion_tokens: t.completion_tokens + call.completion_tokens,
+    cost_usd: Math.round((t.cost_usd + call.cost_usd) * 1e8) / 1e8,
+    estimated_calls: t.estimated_calls + (call.estimated ? 1 : 0),
+  };
 }

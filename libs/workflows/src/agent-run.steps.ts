@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, executeChild, patched, proxyActivities, TimeoutFailure, upsertSearchAttributes } from '@temporalio/workflow';
 import { TOOL_NAMES } from '@agentrun/contracts';
-import type { AgentActivities, AgentRunInput, ModelCall, ToolCall, ToolResult, ToolTimeouts, WorkspacePlacement } from './agent-run.types';
+import type { AgentActivities, AgentRunInput, ModelCall, ModelReply, ToolCall, ToolResult, ToolTimeouts, WorkspacePlacement } from './agent-run.types';
 import type { Step } from './agent-run.plan';
 import type { AgentLoopState, StepOutcome } from './agent-run.state';
 import { applyReply, applyToolResult } from './conversation';
@@ -215,7 +215,7 @@ export class StepExecutor {
       ],
       [],
     );
-    return { output: reply.content, attempt: reply.attempt, duplicate: reply.duplicate };
+    return { output: reply.content, attempt: reply.attempt, duplicate: reply.duplicate, ...spent(reply) };
   }
 
   /** One model turn of the `llm` policy: the whole conversation, every tool on offer. */
@@ -225,7 +225,7 @@ export class StepExecutor {
     const reply = await this.askModel(JSON.stringify(last), conversation.messages, TOOL_NAMES);
     this.run.conversation = applyReply(this.run.conversation, reply);
     const called = reply.tool_calls.map((c) => c.name).join(', ');
-    return { output: called ? `called ${called}` : reply.content, attempt: reply.attempt, duplicate: reply.duplicate };
+    return { output: called ? `called ${called}` : reply.content, attempt: reply.attempt, duplicate: reply.duplicate, ...spent(reply) };
   }
 
   /** A `ResearchAgent` child: its own history; this run sees its answer. */
@@ -261,6 +261,7 @@ export class StepExecutor {
       attempt: done.attempt,
       duplicate: done.duplicate,
       output: done.output.slice(0, 2_000),
+      ...(done.usage ? { usage: done.usage } : {}),
     });
   }
 
@@ -329,4 +330,9 @@ export class StepExecutor {
     const reuse = this.run.reuseKeyFor(key);
     return this.activities.model.callModel({ key, ...(reuse ? { reuse_key: reuse } : {}), org: this.input.org, run_id: this.input.run_id, messages, tools, ...(this.input.model ? { model: this.input.model } : {}) });
   }
+}
+
+/** What a model call cost this run: its usage, unless the reply was a fork's reuse of its parent's. */
+function spent(reply: ModelReply): { usage?: ModelReply['usage'] } {
+  return reply.usage && !reply.reused ? { usage: reply.usage } : {};
 }

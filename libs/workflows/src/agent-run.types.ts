@@ -1,4 +1,4 @@
-import type { AgentPolicy, AgentRunState, AgentStatus, HostLanes, RunEventEnvelope, SnapshotRow, Tier } from '@agentrun/contracts';
+import type { AgentPolicy, AgentRunState, AgentStatus, HostLanes, ModelCallUsage, RunEventEnvelope, RunUsage, SnapshotRow, Tier } from '@agentrun/contracts';
 import type { Conversation } from './conversation';
 
 /** Task queues are passed in, not read from configuration: workflow code has no environment. */
@@ -162,6 +162,8 @@ export interface AgentCarry {
   /** The workspace host, when workspaces are host-pinned, and the tool steps since the latest recovery point. */
   placement?: WorkspacePlacement;
   tool_log?: ToolStepRecord[];
+  /** The run's model calls so far, added up. */
+  usage?: RunUsage;
 }
 
 export interface AgentRunInput {
@@ -311,6 +313,10 @@ export interface ModelReply {
   duplicate: boolean;
   /** Where the whole reply is, when it was too large to keep in history (`content` is a preview). */
   content_ref?: string;
+  /** The call's tokens and cost (absent in replies recorded before usage was). */
+  usage?: ModelCallUsage;
+  /** A fork's reply reused from its parent's call: nothing was spent for it. */
+  reused?: boolean;
 }
 
 /** The activities `AgentRun` calls; the activities lib implements them. */

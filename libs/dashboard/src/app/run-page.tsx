@@ -202,6 +202,12 @@ function AgentOverview({ state }: { state: RunStateView | undefined }) {
               )}
             </dd>
           </div>
+          {gauge.spend !== undefined && (
+            <div>
+              <dt>Spend</dt>
+              <dd data-testid="agent-spend">{gauge.spend}</dd>
+            </div>
+          )}
           {state?.policy !== undefined && (
             <div>
               <dt>Policy · tier</dt>

@@ -1,5 +1,5 @@
 import type { RunEvent, SnapshotRow } from '@agentrun/contracts';
-import { agentGauge, describeEvent, EventLog, evalSummary, mergeSnapshots, splitLane, stepDurations } from './run-view';
+import { agentGauge, describeEvent, EventLog, evalSummary, mergeSnapshots, spendText, splitLane, stepDurations } from './run-view';
 
 const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
 const ev = (seq: number, type: string, payload: Record<string, unknown> = {}, ts = at(seq)): RunEvent => ({
@@ -101,6 +101,9 @@ describe('the run page model', () => {
   it('the agent gauge shows history only when the state reports it', () => {
     expect(agentGauge({ status: 'running', goal: 'g', step: 3, max_steps: 8 })).toEqual({ goal: 'g', step: 3, max_steps: 8 });
     expect(agentGauge({ status: 'running', goal: 'g', step: 3, max_steps: 8, history_length: 500 })?.history).toEqual({ length: 500, budget: 2000 });
+    const usage = { calls: 3, prompt_tokens: 3_900, completion_tokens: 310, cost_usd: 0.01234, estimated_calls: 0 };
+    expect(agentGauge({ status: 'running', goal: 'g', step: 3, max_steps: 8, usage })?.spend).toBe('$0.0123 · 4,210 tokens (3,900 in, 310 out) in 3 model calls');
+    expect(spendText({ ...usage, calls: 1, cost_usd: 12.5, estimated_calls: 1 })).toBe('$12.50 · 4,210 tokens (3,900 in, 310 out) in 1 model call, 1 estimated');
   });
 
   it('snapshots from the API and from events are one row each', () => {

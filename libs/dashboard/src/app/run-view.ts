@@ -232,6 +232,17 @@ export interface AgentGauge {
   max_steps: number;
   /** Workflow history events of the current execution and the budget that hands it over (continue-as-new). */
   history?: { length: number; budget: number };
+  /** What the run's model calls have spent, as one line (absent before its first call). */
+  spend?: string;
+}
+
+/** A run's usage as the page says it: `$0.0123 · 4,210 tokens (3,900 in, 310 out) in 3 model calls`, noting estimates. */
+export function spendText(usage: NonNullable<RunStateView['usage']>): string {
+  const dollars = usage.cost_usd >= 1 ? usage.cost_usd.toFixed(2) : usage.cost_usd.toFixed(4);
+  const n = (v: number) => v.toLocaleString('en-US');
+  const calls = `${n(usage.calls)} model call${usage.calls === 1 ? '' : 's'}`;
+  const estimated = usage.estimated_calls > 0 ? `, ${n(usage.estimated_calls)} estimated` : '';
+  return `$${dollars} · ${n(usage.prompt_tokens + usage.completion_tokens)} tokens (${n(usage.prompt_tokens)} in, ${n(usage.completion_tokens)} out) in ${calls}${estimated}`;
 }
 
 /**
@@ -246,6 +257,7 @@ export function agentGauge(state: RunStateView | undefined, defaultHistoryBudget
     step: state.step ?? 0,
     max_steps: state.max_steps ?? 0,
     ...(length !== undefined ? { history: { length, budget: state.history_max_events ?? defaultHistoryBudget } } : {}),
+    ...(state.usage ? { spend: spendText(state.usage) } : {}),
   };
 }
 
