@@ -226,4 +226,4 @@ if (require.main === module) {
   );
 }
 
-module.exports = { plan, UsageError };
+module.exports = { plan, parseArgs, UsageError };

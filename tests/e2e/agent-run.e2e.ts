@@ -9,6 +9,7 @@ import { stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
 import { replayHistories } from '../support/histories';
 import { scrapeMetrics, total } from '../support/prometheus';
+import { budgetCli } from '../support/token-cli';
 
 /**
  * The agent loop's guarantees against the real servers. Tools are paced (4 ticks of 250 ms, each a
@@ -177,7 +178,8 @@ describe('AgentRun on the real servers', () => {
 
 describe('the llm policy against the local model server', () => {
   const price = { input_usd_per_million: 3, output_usd_per_million: 15 };
-  const platform = new Platform({ AGENTRUN_TOOL_HEARTBEAT_S: '5', AGENTRUN_MODEL_PRICES: JSON.stringify({ scripted: price }) });
+  // A small completion limit keeps a call's worst case (its prompt and 200 tokens) near what it uses.
+  const platform = new Platform({ AGENTRUN_TOOL_HEARTBEAT_S: '5', AGENTRUN_MODEL_PRICES: JSON.stringify({ scripted: price }), AGENTRUN_MODEL_MAX_TOKENS: '200' });
   const org = 'acme';
   beforeAll(() => platform.start());
   afterAll(() => platform.stop());
@@ -244,17 +246,75 @@ describe('the llm policy against the local model server', () => {
     // Another org's calls are not this org's; a range before them holds nothing.
     expect((await platform.http('GET', '/usage?group_by=run', { org })).body.groups.map((g: { key: string }) => g.key)).not.toContain(runs[0]);
     expect((await platform.http('GET', '/usage?from=2020-01-01&to=2020-02-01', { org: spender })).body.total.calls).toBe(0);
-    // Bad questions get a 400 that says what is wrong.
-    for (const [query, detail] of [
-      ['group_by=week', /group_by must be one of model, run, day/],
-      ['from=2026-02-31', /not a real date/],
-      ['from=2026-12-02&to=2026-12-01', /must be before to/],
-      ['to=2026-12-01T10:00:00', /date-time with an offset/],
+    // Bad questions get a 4xx that says what is wrong: 400 outside the documented forms, 422 for a range that is not one.
+    for (const [query, status, detail] of [
+      ['group_by=week', 400, /group_by must be one of model, run, day/],
+      ['to=2026-12-01T10:00:00', 400, /date-time with an offset/],
+      ['from=2026-02-31', 422, /not a real date/],
+      ['from=2026-12-02&to=2026-12-01', 422, /must be before to/],
     ] as const) {
       const bad = await platform.http('GET', `/usage?${query}`, { org: spender });
-      expect({ query, status: bad.status }).toEqual({ query, status: 400 });
+      expect({ query, status: bad.status }).toEqual({ query, status });
       expect(bad.body.detail).toMatch(detail);
     }
+  });
+
+  const eventsOf = async (runId: string, runOrg: string) =>
+    (await platform.query<{ event: RunEventEnvelope }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [runOrg, runId])).map((r) => r.event);
+  const tokensOf = (u: ModelCallUsage | undefined) => (u ? u.prompt_tokens + u.completion_tokens : 0);
+
+  it('a run pauses at the model call whose worst case passes its token budget, and a raise lets it finish; each call reserved once', async () => {
+    const spender = uniqueId('budget');
+    const runId = uniqueId('llm-budget');
+    const start = await platform.http('POST', '/agents', { org: spender, body: { run_id: runId, goal: '[scenario:agent] find the parser notes', max_steps: 12, policy: 'llm', budget: { max_tokens: 300 } } });
+    expect(start.status).toBe(202);
+    await platform.waitForStatus(spender, runId, 'paused');
+    const exhausted = await waitFor('the budget_exhausted event', async () => (await eventsOf(runId, spender)).find((e) => e.type === 'budget_exhausted'), 30_000);
+    const stepsBefore = await stepsOf(runId, spender);
+    const before = stepsBefore.filter((s) => s.kind === 'llm');
+    // Every call before it fitted and ran; this one's worst case (its prompt and 200 tokens) did not.
+    expect(before.length).toBeGreaterThanOrEqual(1);
+    const spent = before.reduce((n, s) => n + tokensOf(s.usage), 0);
+    expect(exhausted.payload).toMatchObject({ scope: 'run', limit: 'tokens', max: 300, spent, reserved: 0, left: 300 - spent, step: stepsBefore.length });
+    expect(spent + (exhausted.payload.needed as number)).toBeGreaterThan(300);
+    expect(exhausted.payload.state).toMatchObject({ status: 'paused', reason: 'budget_exhausted', budget: { max_tokens: 300 } });
+    // A raise that is not higher is refused by the workflow's validator, and never reaches history.
+    const lower = await platform.http('POST', `/runs/${runId}/raise-budget`, { org: spender, body: { max_tokens: 300 } });
+    expect(lower.status).toBe(422);
+    expect(lower.body.detail).toMatch(/max_tokens must be higher than the run's current 300/);
+    const raised = await platform.http('POST', `/runs/${runId}/raise-budget`, { org: spender, body: { max_tokens: 100_000 } });
+    expect(raised.status).toBe(202);
+    await platform.waitForStatus(spender, runId, 'done');
+    const events = await eventsOf(runId, spender);
+    expect(events.filter((e) => e.type === 'budget_raised').map((e) => e.payload.previous)).toEqual([{ max_tokens: 300 }]);
+    const calls = (await stepsOf(runId, spender)).filter((s) => s.kind === 'llm');
+    const run = await platform.http('GET', `/runs/${runId}`, { org: spender });
+    expect(run.body.state).toMatchObject({ status: 'done', budget: { max_tokens: 100_000 }, usage: { calls: calls.length } });
+    // One reservation per call, each settled to what the call used.
+    const reservations = await platform.query<{ key: string; settled: boolean; tokens: string }>('SELECT key, settled, tokens::text FROM budget_reservations WHERE org = $1 AND run_id = $2 ORDER BY created_at', [spender, runId]);
+    expect(reservations.map((r) => [r.settled, Number(r.tokens)])).toEqual(calls.map((c) => [true, tokensOf(c.usage)]));
+    expect(new Set(reservations.map((r) => r.key)).size).toBe(reservations.length);
+  });
+
+  it("an org's monthly budget pauses its runs (npm run budget), refuses a raise past it, and resume goes on once it is raised", async () => {
+    const spender = uniqueId('orgbudget');
+    const db = stackUrls().databaseUrl(platform.database);
+    expect(await budgetCli(db, 'set', '--org', spender, '--monthly-usd', '0.000001')).toMatchObject({ code: 0, stdout: `org ${spender}: monthly budget $0.000001\n` });
+    expect((await budgetCli(db, 'set', '--org', spender, '--monthly-usd', '-3')).code).toBe(2);
+    const runId = await runWith('agent', 12, spender);
+    await platform.waitForStatus(spender, runId, 'paused');
+    const exhausted = (await eventsOf(runId, spender)).find((e) => e.type === 'budget_exhausted');
+    expect(exhausted?.payload).toMatchObject({ scope: 'org', limit: 'usd', max: 0.000001, spent: 0, step: 0 });
+    const refused = await platform.http('POST', `/runs/${runId}/raise-budget`, { org: spender, body: { max_cost_usd: 5 } });
+    expect(refused.status).toBe(422);
+    expect(refused.body.detail).toMatch(/monthly budget of \$0.000001/);
+    expect(await budgetCli(db, 'set', '--org', spender, '--monthly-usd', '10')).toMatchObject({ code: 0 });
+    expect((await platform.http('POST', `/runs/${runId}/resume`, { org: spender })).status).toBe(202);
+    await platform.waitForStatus(spender, runId, 'done');
+    const listed = await budgetCli(db, 'list', '--org', spender);
+    const run = await platform.http('GET', `/runs/${runId}`, { org: spender });
+    expect(listed.stdout).toContain(`${spender}\tmonthly $10\tspent $${run.body.state.usage.cost_usd}\treserved $0`);
+    expect(await budgetCli(db, 'clear', '--org', spender)).toMatchObject({ code: 0, stdout: `org ${spender}: budget cleared\n` });
   });
 
   it('the model calls tools on their lanes, reads their results and answers', async () => {

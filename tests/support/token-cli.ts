@@ -25,3 +25,14 @@ export async function tokenCliWith(env: Record<string, string>, databaseUrl: str
     return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
   }
 }
+
+/** Runs tools/budget.js (`npm run budget`) against a database, as `tokenCli` does tools/token.js. */
+export async function budgetCli(databaseUrl: string, ...args: string[]): Promise<CliResult> {
+  try {
+    const { stdout, stderr } = await run(process.execPath, [join(REPO_ROOT, 'tools/budget.js'), ...args], { env: { PATH: process.env.PATH ?? '', DATABASE_URL: databaseUrl }, cwd: REPO_ROOT });
+    return { code: 0, stdout, stderr };
+  } catch (err) {
+    const e = err as { code?: number; stdout?: string; stderr?: string };
+    return { code: typeof e.code === 'number' ? e.code : -1, stdout: e.stdout ?? '', stderr: e.stderr ?? '' };
+  }
+}

@@ -1,5 +1,5 @@
 import { ProblemException } from './problem';
-import { parseBound, usageRange } from './usage.controller';
+import { BOUND_PATTERN, parseBound, usageRange } from './usage.controller';
 
 function problem(fn: () => unknown): string {
   try {
@@ -26,17 +26,25 @@ describe('GET /usage range', () => {
   });
 
   it.each([
-    ['2026-02-31', /not a real date/],
-    ['2026-12-01T08:00:00', /must be a date .* or a date-time with an offset/],
-    ['yesterday', /must be a date/],
-    ['2026-13-01', /not a real date/],
-  ])('refuses %s with a 400 that says why', (text, message) => {
-    expect(problem(() => parseBound('from', text))).toMatch(/^400 /);
+    ['2026-12-01T08:00:00', 400, /must be a date .* or a date-time with an offset/],
+    ['yesterday', 400, /must be a date/],
+    ['2026-02-31', 422, /not a real date/],
+    ['2026-13-01', 422, /not a real date/],
+    ['0000-01-01', 422, /from 1970 on/],
+  ])('refuses %s: a 400 when it is not in the documented form, a 422 when it names no real day', (text, status, message) => {
+    expect(problem(() => parseBound('from', text))).toMatch(new RegExp(`^${status} `));
     expect(problem(() => parseBound('from', text))).toMatch(message);
   });
 
-  it('refuses an empty or backward range, and one longer than 400 days', () => {
-    expect(problem(() => usageRange('2026-12-01', '2026-12-01', now))).toMatch(/must be before to/);
+  it('documents exactly the forms it takes', () => {
+    const re = new RegExp(BOUND_PATTERN);
+    for (const ok of ['2026-12-01', '2026-12-01T08:00Z', '2026-12-01t08:00:00.5+02:00']) expect({ ok, matches: re.test(ok) }).toEqual({ ok, matches: true });
+    for (const bad of ['', '2026-12-01T08:00', '2026-12-1', ' 2026-12-01']) expect({ bad, matches: re.test(bad) }).toEqual({ bad, matches: false });
+    expect(parseBound('to', '2026-12-01t08:00:00.5+02:00')).toEqual(new Date('2026-12-01T06:00:00.5Z'));
+  });
+
+  it('refuses an empty or backward range, and one longer than 400 days, with a 422', () => {
+    expect(problem(() => usageRange('2026-12-01', '2026-12-01', now))).toMatch(/^422 .*must be before to/);
     expect(problem(() => usageRange('2026-12-02', '2026-12-01', now))).toMatch(/must be before to/);
     expect(problem(() => usageRange('2025-01-01', '2026-12-01', now))).toMatch(/at most 400 days/);
   });

@@ -2,7 +2,7 @@ import { Controller, Get, Query, UseGuards } from '@nestjs/common';
 import { ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { USAGE_GROUPS, type UsageGroup, type UsageReport } from '@agentrun/contracts';
 import { ReadModel } from '@agentrun/persistence';
-import { ApiJson, ApiOrgScoped } from './api-docs';
+import { ApiJson, ApiOrgScoped, ApiProblems } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
 
@@ -14,7 +14,9 @@ const DAY_MS = 86_400_000;
 
 const DATE_RE = /^\d{4}-\d{2}-\d{2}$/;
 // RFC 3339 with an explicit offset: a time without one would mean whatever zone the gateway runs in.
-const DATE_TIME_RE = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?(Z|[+-]\d{2}:\d{2})$/i;
+const DATE_TIME_RE = /^\d{4}-\d{2}-\d{2}[Tt]\d{2}:\d{2}(:\d{2}(\.\d{1,9})?)?([Zz]|[+-]\d{2}:\d{2})$/;
+/** The two forms as the document states them: a request that does not match is a 400; one that does but names no real instant, a 422. */
+export const BOUND_PATTERN = '^\\d{4}-\\d{2}-\\d{2}([Tt]\\d{2}:\\d{2}(:\\d{2}(\\.\\d{1,9})?)?([Zz]|[+-]\\d{2}:\\d{2}))?$';
 
 /** A `from`/`to` bound: a UTC day (`2026-12-01`, its midnight) or an RFC 3339 date-time with an offset. */
 export function parseBound(name: string, value: string): Date {
@@ -24,8 +26,8 @@ export function parseBound(name: string, value: string): Date {
   }
   const at = new Date(day ? `${value}T00:00:00Z` : value);
   // Date accepts 2026-02-31 as March 3rd; a bound that is not the day it names is refused.
-  if (Number.isNaN(at.getTime()) || (day && at.toISOString().slice(0, 10) !== value)) {
-    throw new ProblemException(400, 'bad range', `${name} is not a real date or time: '${value.slice(0, 40)}'`);
+  if (Number.isNaN(at.getTime()) || at.getUTCFullYear() < 1970 || at.getUTCFullYear() > 9999 || (day && at.toISOString().slice(0, 10) !== value)) {
+    throw new ProblemException(422, 'bad range', `${name} is not a real date or time from 1970 on: '${value.slice(0, 40)}'`);
   }
   return at;
 }
@@ -34,8 +36,8 @@ export function parseBound(name: string, value: string): Date {
 export function usageRange(fromText: string | undefined, toText: string | undefined, now = new Date()): { from: Date; to: Date } {
   const to = toText === undefined ? now : parseBound('to', toText);
   const from = fromText === undefined ? new Date(Date.UTC(to.getUTCFullYear(), to.getUTCMonth(), 1)) : parseBound('from', fromText);
-  if (from.getTime() >= to.getTime()) throw new ProblemException(400, 'bad range', `from (${from.toISOString()}) must be before to (${to.toISOString()})`);
-  if (to.getTime() - from.getTime() > USAGE_MAX_DAYS * DAY_MS) throw new ProblemException(400, 'bad range', `a range may span at most ${USAGE_MAX_DAYS} days; ask for it in parts`);
+  if (from.getTime() >= to.getTime()) throw new ProblemException(422, 'bad range', `from (${from.toISOString()}) must be before to (${to.toISOString()})`);
+  if (to.getTime() - from.getTime() > USAGE_MAX_DAYS * DAY_MS) throw new ProblemException(422, 'bad range', `a range may span at most ${USAGE_MAX_DAYS} days; ask for it in parts`);
   return { from, to };
 }
 
@@ -48,10 +50,11 @@ export class UsageController {
 
   @Get()
   @ApiOperation({ summary: "The org's model calls in a time range: tokens and cost, added up and grouped by model, run or UTC day" })
-  @ApiQuery({ name: 'from', required: false, description: 'inclusive: a UTC date (2026-12-01) or an RFC 3339 date-time with an offset; default the start of the month of `to`', schema: { type: 'string' } })
-  @ApiQuery({ name: 'to', required: false, description: 'exclusive, in the same forms; default now. At most 400 days after `from`', schema: { type: 'string' } })
+  @ApiQuery({ name: 'from', required: false, description: 'inclusive: a UTC date (2026-12-01) or an RFC 3339 date-time with an offset; default the start of the month of `to`', schema: { type: 'string', pattern: BOUND_PATTERN } })
+  @ApiQuery({ name: 'to', required: false, description: 'exclusive, in the same forms; default now. At most 400 days after `from`', schema: { type: 'string', pattern: BOUND_PATTERN } })
   @ApiQuery({ name: 'group_by', required: false, schema: { enum: [...USAGE_GROUPS], default: 'model' } })
   @ApiJson(200, 'the totals and the groups, most expensive first', { $ref: '#/components/schemas/UsageReport' })
+  @ApiProblems(422)
   async usage(@CurrentOrg() org: string, @Query('from') from?: string, @Query('to') to?: string, @Query('group_by') groupBy?: string): Promise<UsageReport> {
     for (const [name, value] of Object.entries({ from, to, group_by: groupBy })) {
       if (value !== undefined && typeof value !== 'string') throw new ProblemException(400, 'bad query', `${name} may be given once`);

@@ -77,6 +77,8 @@ export const orchestratorSpec = {
   MODEL_API_KEY: optionalStr(),
   MODEL_NAME: str('scripted'),
   MODEL_TIMEOUT_MS: int(30_000, 100, 600_000),
+  /** A model call's completion limit (its `max_tokens`), and so the worst case a budget reserves for it. */
+  AGENTRUN_MODEL_MAX_TOKENS: int(1_024, 1, 1_000_000),
   /** Commands decided at once, one per partition (a partition's commands stay in order). */
   COMMAND_CONCURRENCY: int(3, 1, 64),
   /** A workflow bundle made at build time; without it the worker bundles at start. */

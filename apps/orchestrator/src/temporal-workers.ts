@@ -2,7 +2,7 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { carriedEventsInterceptor, createAgentActivities, StalledCarriers, createCaseSource, createChatClient, createPublishActivities, CPU_TOOLS, RunEventPublisher, type PublishDeps } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { hostLanesFor, lanesFor } from '@agentrun/contracts';
-import { EffectLedger, GpuLeases } from '@agentrun/persistence';
+import { BudgetLedger, EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, runEventPublishing, temporalCarrierReader, type LaneWorkerOptions, type WorkerPool } from '@agentrun/runtime';
 import type { InjectedSinks } from '@temporalio/worker';
 import type { RunEventSinks } from '@agentrun/workflows';
@@ -106,6 +106,8 @@ export class TemporalWorkers extends LaneWorkers {
       pace: { ticks: this.config.TOOL_PACE_TICKS, tickMs: this.config.TOOL_PACE_MS },
       payloads: { store, inlineMaxBytes: this.config.AGENTRUN_PAYLOAD_INLINE_MAX_BYTES },
       prices: this.config.AGENTRUN_MODEL_PRICES,
+      budgets: new BudgetLedger(db.dataSource),
+      maxTokens: this.config.AGENTRUN_MODEL_MAX_TOKENS,
       ...(host ? { placement: { host, lanes: hostLanesFor(prefix, host) } } : {}),
     });
     // The run events a call carries are published before it runs, where this process has Kafka.

@@ -1,8 +1,8 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { hostname } from 'node:os';
-import type { EffectLedger, GpuLeases } from '@agentrun/persistence';
-import type { AgentActivities, ModelCall, ModelReply, ToolCall, ToolResult, WorkspacePlacement } from '@agentrun/workflows';
+import type { BudgetLedger, BudgetShortfall, EffectLedger, GpuLeases } from '@agentrun/persistence';
+import { BUDGET_EXHAUSTED, type AgentActivities, type ModelCall, type ModelReply, type ToolCall, type ToolResult, type WorkspacePlacement } from '@agentrun/workflows';
 import { ChatError, type ChatClient, type ChatMessage } from './llm';
 import type { EvalCaseSource } from './eval-cases';
 import type { ObjectStore } from '@agentrun/archive';
@@ -13,7 +13,7 @@ import { applyWrites, packWrites, runStaged, stageWorkspace } from './gpu-stagin
 import { toolSpecsFor } from './tool-specs';
 import { BadArguments, type Tool } from './tools';
 import { Workspace } from './workspace';
-import { usageOf } from './usage';
+import { usageOf, worstCaseOf } from './usage';
 import type { ModelPrices } from '@agentrun/config';
 
 export interface AgentActivityDeps {
@@ -44,7 +44,14 @@ export interface AgentActivityDeps {
   placement?: WorkspacePlacement;
   /** What model calls cost (AGENTRUN_MODEL_PRICES); without it calls count tokens and cost 0, unpriced. */
   prices?: ModelPrices;
+  /** The reservation ledger: set where model calls are made, so each is reserved against the budgets first. */
+  budgets?: Pick<BudgetLedger, 'reserve' | 'settle' | 'release'>;
+  /** The completion tokens a model call may produce (its `max_tokens`, and its worst case). */
+  maxTokens?: number;
 }
+
+/** A model call's completion limit when the deployment sets none. */
+export const DEFAULT_MODEL_MAX_TOKENS = 1_024;
 
 /** Who holds a lease: this process on this host. */
 const WORKER = `${hostname()}:${process.pid}`;
@@ -192,15 +199,28 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
     /** One bill per key. 429 and 5xx are retried by the workflow's policy; other 4xx never are. */
     async callModel(call: ModelCall): Promise<ModelReply> {
       const chat = call.model && deps.chatFor ? deps.chatFor(call.model) : (deps.chat ?? notServed('the model'));
+      const maxTokens = deps.maxTokens ?? DEFAULT_MODEL_MAX_TOKENS;
+      const prices = deps.prices ?? {};
       return once(call.key, 'model', call.reuse_key, async (attempt) => {
+        // The worst case is reserved first, keyed by the call: a retry finds its reservation, never makes a second.
+        if (deps.budgets) {
+          const worst = worstCaseOf(call.messages, chat.model, prices, maxTokens);
+          const reserved = await deps.budgets.reserve({ key: call.key, org: call.org, run_id: call.run_id, ...worst }, call.budget ?? {});
+          if (!reserved.ok) {
+            const shortfall: BudgetShortfall = { scope: reserved.scope, limit: reserved.limit, max: reserved.max, spent: reserved.spent, reserved: reserved.reserved, needed: reserved.needed, left: reserved.left };
+            throw ApplicationFailure.create({ message: budgetMessage(shortfall), type: BUDGET_EXHAUSTED, nonRetryable: true, details: [shortfall] });
+          }
+        }
         let reply;
         try {
           reply = await chat.complete(
-            { messages: call.messages as ChatMessage[], ...(call.tools.length ? { tools: toolSpecsFor(call.tools) } : {}) },
+            { messages: call.messages as ChatMessage[], max_tokens: maxTokens, ...(call.tools.length ? { tools: toolSpecsFor(call.tools) } : {}) },
             Context.current().cancellationSignal,
           );
         } catch (err) {
           if (!(err instanceof ChatError)) throw err;
+          // A call that will not be made again frees what it reserved; a retried one keeps it.
+          if (!err.retryable) await deps.budgets?.release(call.key);
           if (!err.retryable) throw ApplicationFailure.nonRetryable(`the model refused the request: ${err.message}`, 'BadArguments');
           throw ApplicationFailure.create({
             message: `model call failed (${err.kind}): ${err.message}`,
@@ -208,10 +228,12 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
             ...(err.retryAfterMs !== undefined ? { nextRetryDelay: err.retryAfterMs } : {}),
           });
         }
+        const usage = usageOf(call, reply, chat.model, prices);
+        await deps.budgets?.settle(call.key, usage.prompt_tokens + usage.completion_tokens, usage.cost_usd);
         const content = await inlineOrStore(deps.payloads.store, call, reply.content ?? '', deps.payloads.inlineMaxBytes);
         return {
           key: call.key,
-          usage: usageOf(call, reply, chat.model, deps.prices ?? {}),
+          usage,
           content: content.text,
           ...(content.ref ? { content_ref: content.ref } : {}),
           tool_calls: reply.tool_calls.map((t) => ({ id: t.id, name: t.name, arguments: t.raw_arguments })),
@@ -243,4 +265,11 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
       return (await leases.release(key)) ? `released the GPU held by ${key}` : `no GPU was held by ${key}`;
     },
   };
+}
+
+/** A refusal in words: whose limit, what is spent and held, and what the call needed. */
+export function budgetMessage(s: BudgetShortfall): string {
+  const unit = (n: number) => (s.limit === 'usd' ? `$${n}` : `${n} tokens`);
+  const whose = s.scope === 'run' ? "the run's" : "the org's monthly";
+  return `budget exhausted: ${whose} ${s.limit === 'usd' ? 'cost' : 'token'} limit is ${unit(s.max)}, ${unit(s.spent)} spent and ${unit(s.reserved)} reserved (${unit(s.left)} left); this model call needs up to ${unit(s.needed)}`;
 }

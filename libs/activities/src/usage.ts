@@ -22,6 +22,21 @@ function promptText(messages: readonly unknown[]): string {
   return text;
 }
 
+/** The model's price: the requested name's, else the name the server answers with, else `*`. */
+function priceFor(prices: ModelPrices, requested: string, answered?: string) {
+  return Object.hasOwn(prices, requested) ? prices[requested] : priceOf(prices, answered ?? requested);
+}
+
+/**
+ * What a call may cost at most, reserved before it is made: its prompt (estimated from the texts) and
+ * `maxTokens` of completion, at the requested model's price.
+ */
+export function worstCaseOf(messages: readonly unknown[], requested: string, prices: ModelPrices, maxTokens: number): { tokens: number; usd: number } {
+  const prompt = estimateTokens(promptText(messages));
+  const price = priceFor(prices, requested);
+  return { tokens: prompt + maxTokens, usd: price ? costOf(price, prompt, maxTokens) : 0 };
+}
+
 /**
  * One call's tokens and cost. The tokens are the server's `usage`; without it they are estimated from
  * the texts and marked `estimated`. The price is the requested model's (the name a run or the
@@ -32,7 +47,7 @@ export function usageOf(call: { messages: readonly unknown[] }, reply: Pick<Chat
   const estimated = reply.usage === null;
   const prompt = reply.usage?.prompt_tokens ?? estimateTokens(promptText(call.messages));
   const completion = reply.usage?.completion_tokens ?? estimateTokens((reply.content ?? '') + reply.tool_calls.map((t) => t.name + t.raw_arguments).join(''));
-  const price = Object.hasOwn(prices, requested) ? prices[requested] : priceOf(prices, reply.model);
+  const price = priceFor(prices, requested, reply.model);
   return {
     model: requested,
     prompt_tokens: prompt,

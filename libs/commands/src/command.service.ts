@@ -6,7 +6,7 @@ import { looksUnreachable, TransientCommandError } from './errors';
 import type { CommandHandlers } from './handlers/command-handler';
 import { createCommandHandlers } from './handlers/registry';
 import type { AgentDefaults, EvalDefaults } from './handlers/run-starter';
-import type { CommandLedgerPort, DatasetCatalogPort, OutcomePublisherPort, QuotaPort, RunDirectoryPort, SnapshotLookupPort } from './ports';
+import type { CommandLedgerPort, DatasetCatalogPort, OrgBudgetPort, OutcomePublisherPort, QuotaPort, RunDirectoryPort, SnapshotLookupPort } from './ports';
 
 export interface CommandServiceDeps {
   runs: RunDirectoryPort;
@@ -22,6 +22,8 @@ export interface CommandServiceDeps {
   datasets?: DatasetCatalogPort;
   /** Per-org limits checked at every start; without it, none. */
   quotas?: QuotaPort;
+  /** Orgs' monthly budgets, checked before a run's budget is raised. */
+  budgets?: OrgBudgetPort;
   now?: () => Date;
 }
 

@@ -60,7 +60,15 @@ export type RunSignal =
   | { name: 'pause' | 'resume' | 'cancel_run' | 'cancel_eval'; command_id: string }
   | { name: 'inject_context'; command_id: string; text: string };
 
-export type RunUpdate = { name: 'change_goal'; command_id: string; goal: string } | { name: 'approve'; command_id: string; reviewer: string };
+export type RunUpdate =
+  | { name: 'change_goal'; command_id: string; goal: string }
+  | { name: 'approve'; command_id: string; reviewer: string }
+  | { name: 'raise_budget'; command_id: string; max_tokens?: number; max_cost_usd?: number };
+
+/** An org's monthly budget and this month's spend (settled) and reservations (in flight), in US dollars. */
+export interface OrgBudgetPort {
+  standing(org: string): Promise<{ monthly_usd: number; spent_usd: number; reserved_usd: number } | undefined>;
+}
 
 /**
  * Where runs live (Temporal). Every method throws `TransientCommandError` when the directory is out

@@ -3,14 +3,14 @@ import { quotaFor, type Quotas, type RunDefaultsConfig } from '@agentrun/config'
 import { TOPICS } from '@agentrun/contracts';
 import type { KafkaBus } from '@agentrun/kafka';
 import type { ObjectStore } from '@agentrun/archive';
-import { CommandLedger, EvalStore, ReadModel, SnapshotManifest } from '@agentrun/persistence';
+import { BudgetLedger, CommandLedger, EvalStore, ReadModel, SnapshotManifest } from '@agentrun/persistence';
 import { DatasetCatalog } from './adapters/dataset-catalog';
 import type { DataSource } from 'typeorm';
 import { KafkaOutcomePublisher } from './adapters/kafka-outcome-publisher';
 import { TemporalRunDirectory } from './adapters/temporal-run-directory';
 import { CommandService } from './command.service';
 import type { AgentDefaults, EvalDefaults } from './handlers/run-starter';
-import type { CommandLedgerPort, QuotaPort, SnapshotLookupPort } from './ports';
+import type { CommandLedgerPort, OrgBudgetPort, QuotaPort, SnapshotLookupPort } from './ports';
 
 export interface CommandServiceWiring {
   /** Read when a command is handled, so the client may connect after the service is built. */
@@ -37,6 +37,8 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
   const readModel = new ReadModel(w.dataSource);
   const table = w.quotas;
   const quotas: QuotaPort | undefined = table && { limits: (org) => quotaFor(table, org), activeRuns: (org) => readModel.activeRuns(org) };
+  const ledgerOfBudgets = new BudgetLedger(w.dataSource);
+  const budgets: OrgBudgetPort = { standing: async (org) => (await ledgerOfBudgets.orgBudgets(org))[0] };
   return new CommandService({
     runs: new TemporalRunDirectory(w.temporal),
     ledger,
@@ -46,6 +48,7 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
     agentDefaults: w.agentDefaults,
     evalDefaults: w.evalDefaults,
     ...(quotas ? { quotas } : {}),
+    budgets,
     ...(w.objectStore ? { datasets: new DatasetCatalog(new EvalStore(w.dataSource), w.objectStore, w.modelEndpoints ?? ['default']) } : {}),
   });
 }

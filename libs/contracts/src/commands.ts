@@ -45,6 +45,19 @@ export function snapshotSettingsProblem(settings: SnapshotSettings): string | un
   return undefined;
 }
 
+/**
+ * A run's spending limit: tokens (prompt and completion together) and US dollars over all its model
+ * calls. Either or both; a call whose worst case would pass one pauses the run (`budget_exhausted`).
+ */
+export const RUN_BUDGET_SCHEMA = Type.Object(
+  {
+    max_tokens: Type.Optional(Type.Integer({ minimum: 1, maximum: 1_000_000_000_000 })),
+    max_cost_usd: Type.Optional(Type.Number({ exclusiveMinimum: 0, maximum: 1_000_000_000 })),
+  },
+  { additionalProperties: false, minProperties: 1 },
+);
+export type RunBudget = Static<typeof RUN_BUDGET_SCHEMA>;
+
 const AGENT_START_SCHEMA = Type.Object(
   {
     goal: Goal(),
@@ -53,6 +66,7 @@ const AGENT_START_SCHEMA = Type.Object(
     tier: Type.Optional(StringEnum(TIERS)),
     owner: Type.Optional(Name()),
     snapshots: Type.Optional(SNAPSHOT_SETTINGS_SCHEMA),
+    budget: Type.Optional(RUN_BUDGET_SCHEMA),
   },
   { additionalProperties: false },
 );
@@ -155,6 +169,8 @@ export const COMMAND_PAYLOAD_SCHEMAS = {
   'agent.cancel': Empty(),
   'agent.inject_context': Type.Object({ text: Type.String({ minLength: 1, maxLength: 4096 }) }, { additionalProperties: false }),
   'agent.change_goal': Type.Object({ goal: Goal() }, { additionalProperties: false }),
+  /** The run's new limits (totals, not increments); each given must be higher than the run's current one. */
+  'agent.raise_budget': RUN_BUDGET_SCHEMA,
   'agent.fork': Type.Object(
     {
       from_run_id: Type.String({ pattern: RUN_ID_PATTERN }),

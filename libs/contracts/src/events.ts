@@ -18,6 +18,8 @@ export const RUN_EVENT_TYPES = [
   'case_finished',
   'run_finished',
   'workspace_moved',
+  'budget_exhausted',
+  'budget_raised',
 ] as const;
 export type RunEventType = (typeof RUN_EVENT_TYPES)[number];
 
@@ -25,7 +27,6 @@ export function isRunEventType(type: string): type is RunEventType {
   return (RUN_EVENT_TYPES as readonly string[]).includes(type);
 }
 
-/** The whole state of an agent run, carried by every agent event as `payload.state`. */
 /** One model call's tokens and cost, as `step_completed` reports it (`usage`). */
 export const MODEL_CALL_USAGE_SCHEMA = Type.Object({
   /** The model the call was priced as: the requested model's name. */
@@ -52,6 +53,7 @@ export const RUN_USAGE_SCHEMA = Type.Object({
 });
 export type RunUsage = Static<typeof RUN_USAGE_SCHEMA>;
 
+/** The whole state of an agent run, carried by every agent event as `payload.state`. */
 export const AGENT_STATE_SCHEMA = Type.Object(
   {
     status: StringEnum(AGENT_STATUSES),
@@ -74,6 +76,8 @@ export const AGENT_STATE_SCHEMA = Type.Object(
     workspace_host: Type.Optional(Type.String()),
     /** The run's model calls so far (this run's own: a fork's reused replies are its parent's). Absent before its first call. */
     usage: Type.Optional(RUN_USAGE_SCHEMA),
+    /** The run's spending limit, as started or last raised (`agent.raise_budget`). */
+    budget: Type.Optional(Type.Object({ max_tokens: Type.Optional(Type.Integer({ minimum: 1 })), max_cost_usd: Type.Optional(Type.Number({ exclusiveMinimum: 0 })) })),
   },
   { $id: 'https://agentrun.dev/schemas/agent-state.v1.json', title: 'AgentRunState' },
 );
@@ -265,6 +269,26 @@ export const RUN_EVENT_FIELDS = {
     /** Tool steps after that point redone on the new host from their recorded effects (none billed again). */
     steps_replayed: Type.Integer({ minimum: 0 }),
   }),
+  budget_exhausted: Type.Object({
+    /** The step whose model call did not fit; it is made when the run resumes. */
+    step: Type.Integer({ minimum: 0 }),
+    /** Whose limit it was: the run's own (`budget`) or its org's monthly budget. */
+    scope: StringEnum(['run', 'org'] as const),
+    /** `tokens` or `usd`: which limit the call's worst case would pass. */
+    limit: StringEnum(['tokens', 'usd'] as const),
+    /** The limit, what is spent (settled calls) and reserved (calls in flight) against it, and what the call needed (its worst case). */
+    max: Type.Number({ minimum: 0 }),
+    spent: Type.Number({ minimum: 0 }),
+    reserved: Type.Number({ minimum: 0 }),
+    needed: Type.Number({ minimum: 0 }),
+    /** `max - spent - reserved`, never below 0. */
+    left: Type.Number({ minimum: 0 }),
+  }),
+  budget_raised: Type.Object({
+    command_id: Type.String(),
+    /** The limits before; the new ones are in `state.budget`. */
+    previous: Type.Object({ max_tokens: Type.Optional(Type.Integer({ minimum: 1 })), max_cost_usd: Type.Optional(Type.Number()) }),
+  }),
 } satisfies Record<RunEventType, TObject>;
 
 /** The fields an event type adds to its payload; whoever emits it attaches the run's state. */
@@ -284,6 +308,8 @@ export const RUN_EVENT_KINDS = {
   case_finished: ['eval'],
   run_finished: ['agent', 'eval'],
   workspace_moved: ['agent'],
+  budget_exhausted: ['agent'],
+  budget_raised: ['agent'],
 } as const satisfies Record<RunEventType, readonly RunKind[]>;
 
 /** One line per event type, for the documents generated from this catalogue. */
@@ -300,6 +326,8 @@ export const RUN_EVENT_DESCRIPTIONS: Record<RunEventType, string> = {
   case_finished: 'One eval case finished: ok, failed or ungraded.',
   run_finished: 'The run reached its last status for now (done, failed, cancelled, or an eval awaiting review or published).',
   workspace_moved: "The run's workspace host stopped answering: the workspace was restored on another host and the run went on there.",
+  budget_exhausted: "A model call's worst case did not fit the run's or its org's budget: the run is `paused` with `reason: budget_exhausted` until `agent.raise_budget` (or `agent.resume`, after the org's budget was raised).",
+  budget_raised: 'The run\'s budget was raised by `agent.raise_budget`; the new limits are in `state.budget`, and a run paused on its budget goes on.',
 };
 
 type StateOf<K extends RunKind> = K extends 'agent' ? AgentRunState : EvalRunState;

@@ -11,3 +11,4 @@ export * from './run-event-fanout';
 export * from './run-state';
 export * from './evals';
 export * from './command-keys';
+export * from './budgets';

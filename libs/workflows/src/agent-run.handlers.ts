@@ -1,7 +1,7 @@
 import { setHandler, workflowInfo } from '@temporalio/workflow';
 import type { AgentLoopState } from './agent-run.state';
 import type { RunLifecycle } from './agent-run.lifecycle';
-import { cancelRunSignal, changeGoalUpdate, injectContextSignal, pauseSignal, resumeSignal, statusQuery } from './definitions';
+import { cancelRunSignal, changeGoalUpdate, injectContextSignal, pauseSignal, raiseBudgetUpdate, resumeSignal, statusQuery } from './definitions';
 import type { Outbox } from './outbox';
 import type { SeriesSlot } from './workspace-hosts';
 
@@ -17,6 +17,26 @@ export function validateGoalChange(run: Pick<AgentLoopState, 'settling' | 'statu
   if ([...goal].length > MAX_GOAL_CHARS) throw new Error(`goal must be at most ${MAX_GOAL_CHARS} characters`);
   if (!command_id) throw new Error('command_id is required');
   if (run.settling()) throw new Error(`the run is ${run.status}; its goal can no longer change`);
+}
+
+/**
+ * Refuses a budget raise before it is accepted: at least one limit, each a positive number (tokens a
+ * whole one), each higher than the run's current limit of that kind. A run with no limit of a kind
+ * takes any. Whether the org's monthly budget allows it is checked before the Update is sent.
+ */
+export function validateBudgetRaise(run: Pick<AgentLoopState, 'settling' | 'status' | 'spendLimit'>, { command_id, max_tokens, max_cost_usd }: { command_id: string; max_tokens?: number; max_cost_usd?: number }): void {
+  if (!command_id) throw new Error('command_id is required');
+  if (max_tokens === undefined && max_cost_usd === undefined) throw new Error('give max_tokens, max_cost_usd or both');
+  if (max_tokens !== undefined && (!Number.isSafeInteger(max_tokens) || max_tokens < 1)) throw new Error('max_tokens must be a positive whole number');
+  if (max_cost_usd !== undefined && (typeof max_cost_usd !== 'number' || !Number.isFinite(max_cost_usd) || max_cost_usd <= 0)) throw new Error('max_cost_usd must be a positive number');
+  if (run.settling()) throw new Error(`the run is ${run.status}; its budget can no longer change`);
+  const current = run.spendLimit ?? {};
+  if (max_tokens !== undefined && current.max_tokens !== undefined && max_tokens <= current.max_tokens) {
+    throw new Error(`max_tokens must be higher than the run's current ${current.max_tokens}`);
+  }
+  if (max_cost_usd !== undefined && current.max_cost_usd !== undefined && max_cost_usd <= current.max_cost_usd) {
+    throw new Error(`max_cost_usd must be higher than the run's current ${current.max_cost_usd}`);
+  }
 }
 
 /**
@@ -52,6 +72,17 @@ export function registerAgentRunHandlers(run: AgentLoopState, lifecycle: RunLife
       return `goal changed from '${previous}' to '${goal}'`;
     },
     { validator: (change) => validateGoalChange(run, change) },
+  );
+  setHandler(
+    raiseBudgetUpdate,
+    ({ command_id, max_tokens, max_cost_usd }) => {
+      if (!run.firstTime(command_id)) return `ignored: command ${command_id} already applied`;
+      const limits = { ...(max_tokens !== undefined ? { max_tokens } : {}), ...(max_cost_usd !== undefined ? { max_cost_usd } : {}) };
+      const resuming = run.budgetPaused;
+      lifecycle.budgetRaised(command_id, limits);
+      return `budget raised to ${JSON.stringify(run.spendLimit)}${resuming ? '; the run goes on' : ''}`;
+    },
+    { validator: (raise) => validateBudgetRaise(run, raise) },
   );
   setHandler(statusQuery, () => {
     const info = workflowInfo();

@@ -1,6 +1,6 @@
 import { ActivityFailure, allHandlersFinished, ApplicationFailure, CancellationScope, condition, isCancellation, upsertSearchAttributes } from '@temporalio/workflow';
-import type { AgentStatus } from '@agentrun/contracts';
-import type { AgentCarry, AgentRunInput, RestoreResult, WorkspacePlacement } from './agent-run.types';
+import type { AgentStatus, RunBudget } from '@agentrun/contracts';
+import type { AgentCarry, AgentRunInput, BudgetShortfallDetails, RestoreResult, WorkspacePlacement } from './agent-run.types';
 import type { AgentLoopState } from './agent-run.state';
 import type { AgentRunActivities } from './agent-run.steps';
 import { cancelPending } from './conversation';
@@ -71,7 +71,26 @@ export class RunLifecycle {
 
   resume(commandId: string): void {
     this.run.paused = false;
+    this.run.budgetPaused = false;
     this.setStatus('running', 'status_changed', { command_id: commandId });
+  }
+
+  /** A model call did not fit a budget: the run waits, paused, to make it again (nothing failed, nothing was spent). */
+  budgetExhausted(step: number, shortfall: BudgetShortfallDetails): void {
+    this.run.paused = true;
+    this.run.budgetPaused = true;
+    this.setStatus('paused', 'budget_exhausted', { step, ...shortfall });
+  }
+
+  /** New limits; a run paused on its budget goes on (its call is tried against them). */
+  budgetRaised(commandId: string, limits: RunBudget): void {
+    const previous = this.run.spendLimit ?? {};
+    this.run.spendLimit = { ...previous, ...limits };
+    if (this.run.budgetPaused) {
+      this.run.paused = false;
+      this.run.budgetPaused = false;
+      this.setStatus('running', 'budget_raised', { command_id: commandId, previous });
+    } else this.outbox.emit('budget_raised', { command_id: commandId, previous });
   }
 
   /** A cooperative cancel: the loop takes it at its next turn. */

@@ -1,4 +1,4 @@
-import { isTerminal, type AgentRunState, type AgentStatus, type ModelCallUsage, type RunUsage, type SnapshotRow } from '@agentrun/contracts';
+import { isTerminal, type AgentRunState, type AgentStatus, type ModelCallUsage, type RunBudget, type RunUsage, type SnapshotRow } from '@agentrun/contracts';
 import type { AgentCarry, AgentRunInput, AgentRunResult, AgentRunStatusView, ForkState, RestoreResult, SnapshotSeriesCarry, ToolStepRecord, ToolTimeouts, WorkspacePlacement } from './agent-run.types';
 import { plan, planLlm, type Step } from './agent-run.plan';
 import { startConversation, trimConversation, type Conversation } from './conversation';
@@ -55,6 +55,10 @@ export class AgentLoopState {
   toolLog: ToolStepRecord[];
   /** The run's model calls added up (undefined before the first). */
   usage: RunUsage | undefined;
+  /** The run's spending limit (as started, or last raised). */
+  spendLimit: RunBudget | undefined;
+  /** Paused because a model call did not fit a budget: `agent.raise_budget` or `agent.resume` lets it go on. */
+  budgetPaused: boolean;
   private readonly researchEvery: number;
 
   constructor(
@@ -87,6 +91,8 @@ export class AgentLoopState {
     this.placement = carry.placement;
     this.toolLog = [...(carry.tool_log ?? [])];
     this.usage = carry.usage;
+    this.spendLimit = input.carry ? carry.budget : input.budget;
+    this.budgetPaused = carry.budget_paused ?? false;
   }
 
   /** A command id seen before is a no-op: Signals may be delivered again after a retry. */
@@ -167,11 +173,13 @@ export class AgentLoopState {
       ...(input.parent_run_id ? { parent_run_id: input.parent_run_id } : {}),
       ...(input.fork ? { forked_from_snapshot: input.fork.snapshot_id } : {}),
       ...(failure ? { reason: failure.reason, message: failure.message } : {}),
+      ...(!failure && this.budgetPaused && this.status === 'paused' ? { reason: 'budget_exhausted' } : {}),
       // How close this execution is to handing over (continue-as-new), for watchers.
       history_length: historyLength,
       history_max_events: this.budget.events,
       ...(this.placement ? { workspace_host: this.placement.host } : {}),
       ...(this.usage ? { usage: { ...this.usage } } : {}),
+      ...(this.spendLimit ? { budget: { ...this.spendLimit } } : {}),
     };
   }
 
@@ -233,6 +241,8 @@ export class AgentLoopState {
       ...(this.reusable.size ? { reusable_keys: [...this.reusable] } : {}),
       ...(this.placement ? { placement: this.placement, tool_log: this.toolLog } : {}),
       ...(this.usage ? { usage: this.usage } : {}),
+      ...(this.spendLimit ? { budget: this.spendLimit } : {}),
+      ...(this.budgetPaused ? { budget_paused: true } : {}),
     };
   }
 

@@ -328,7 +328,17 @@ export class StepExecutor {
   private askModel(seed: string, messages: ModelCall['messages'], tools: string[]) {
     const key = `${this.run.workflowId}:${this.run.step}:${digest(seed)}`;
     const reuse = this.run.reuseKeyFor(key);
-    return this.activities.model.callModel({ key, ...(reuse ? { reuse_key: reuse } : {}), org: this.input.org, run_id: this.input.run_id, messages, tools, ...(this.input.model ? { model: this.input.model } : {}) });
+    const budget = this.run.spendLimit;
+    return this.activities.model.callModel({
+      key,
+      ...(reuse ? { reuse_key: reuse } : {}),
+      org: this.input.org,
+      run_id: this.input.run_id,
+      messages,
+      tools,
+      ...(this.input.model ? { model: this.input.model } : {}),
+      ...(budget ? { budget } : {}),
+    });
   }
 }
 

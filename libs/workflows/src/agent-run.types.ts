@@ -1,4 +1,4 @@
-import type { AgentPolicy, AgentRunState, AgentStatus, HostLanes, ModelCallUsage, RunEventEnvelope, RunUsage, SnapshotRow, Tier } from '@agentrun/contracts';
+import type { AgentPolicy, AgentRunState, AgentStatus, HostLanes, ModelCallUsage, RunBudget, RunEventEnvelope, RunUsage, SnapshotRow, Tier } from '@agentrun/contracts';
 import type { Conversation } from './conversation';
 
 /** Task queues are passed in, not read from configuration: workflow code has no environment. */
@@ -164,6 +164,9 @@ export interface AgentCarry {
   tool_log?: ToolStepRecord[];
   /** The run's model calls so far, added up. */
   usage?: RunUsage;
+  /** The run's limits as last raised, and whether it is paused on them. */
+  budget?: RunBudget;
+  budget_paused?: boolean;
 }
 
 export interface AgentRunInput {
@@ -192,6 +195,8 @@ export interface AgentRunInput {
   carry?: AgentCarry;
   /** The model the run's model calls name; absent: the worker's configured model. */
   model?: string;
+  /** The run's spending limit at its start (raised later by `agent.raise_budget`, carried across continue-as-new). */
+  budget?: RunBudget;
   /** An eval case this run solves: its files seed the workspace before the first step. */
   seed?: WorkspaceSeed;
   /**
@@ -302,6 +307,22 @@ export interface ModelCall {
   reuse_key?: string;
   /** The model to ask; absent: the worker's configured model. */
   model?: string;
+  /** The run's limits: the call's worst case is reserved against them (and the org's monthly budget) first. */
+  budget?: RunBudget;
+}
+
+/** The failure type `callModel` reports when a call's worst case does not fit a budget. */
+export const BUDGET_EXHAUSTED = 'BudgetExhausted';
+
+/** What a `BudgetExhausted` failure of `callModel` carries (its first detail): the limit the call did not fit. */
+export interface BudgetShortfallDetails {
+  scope: 'run' | 'org';
+  limit: 'tokens' | 'usd';
+  max: number;
+  spent: number;
+  reserved: number;
+  needed: number;
+  left: number;
 }
 
 export interface ModelReply {

@@ -1,5 +1,5 @@
-import { ApplicationFailure, ContinueAsNew, continueAsNew, workflowInfo } from '@temporalio/workflow';
-import type { AgentRunInput, AgentRunResult } from './agent-run.types';
+import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, ContinueAsNew, continueAsNew, workflowInfo } from '@temporalio/workflow';
+import { BUDGET_EXHAUSTED, type AgentRunInput, type AgentRunResult, type BudgetShortfallDetails } from './agent-run.types';
 import { registerAgentRunHandlers } from './agent-run.handlers';
 import { RunLifecycle } from './agent-run.lifecycle';
 import { AgentLoopState, type StepOutcome } from './agent-run.state';
@@ -83,9 +83,17 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         return await continueAsNew<typeof AgentRun>({ ...input, goal: run.goal, carry: lifecycle.carry() });
       }
       let done: StepOutcome;
-      if (next.kind === 'tool') done = next.call_id !== undefined ? await steps.requestedTool(next, next.call_id) : await steps.tool(next);
-      else if (next.kind === 'llm') done = input.policy === 'llm' ? await steps.converse() : await steps.think(next.prompt);
-      else done = { output: await steps.research(next.question), attempt: 1, duplicate: false };
+      try {
+        if (next.kind === 'tool') done = next.call_id !== undefined ? await steps.requestedTool(next, next.call_id) : await steps.tool(next);
+        else if (next.kind === 'llm') done = input.policy === 'llm' ? await steps.converse() : await steps.think(next.prompt);
+        else done = { output: await steps.research(next.question), attempt: 1, duplicate: false };
+      } catch (err) {
+        // A model call that did not fit a budget: paused, and the same step is planned again once it may go on.
+        const shortfall = budgetShortfallOf(err);
+        if (!shortfall) throw err;
+        lifecycle.budgetExhausted(run.step, shortfall);
+        continue;
+      }
       steps.completed(next, done);
       // After the turn, before the next input goes in: the agent is not writing to its workspace now.
       if (series && !run.cancelRequested) await series.turn(run.step);
@@ -99,4 +107,13 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const answer = input.policy === 'llm' ? run.conversation?.answer : undefined;
   const finalId = slot.series?.finalLanded();
   return { ...run.result(outbox.seq()), ...(answer !== undefined ? { answer } : {}), ...(finalId ? { final_snapshot_id: finalId } : {}) };
+}
+
+/** The shortfall a `BudgetExhausted` model call reported, directly or through a research child; undefined for any other failure. */
+export function budgetShortfallOf(err: unknown): BudgetShortfallDetails | undefined {
+  let cause: unknown = err;
+  while (cause instanceof ChildWorkflowFailure || cause instanceof ActivityFailure) cause = cause.cause;
+  if (!(cause instanceof ApplicationFailure) || cause.type !== BUDGET_EXHAUSTED) return undefined;
+  const details = cause.details?.[0];
+  return typeof details === 'object' && details !== null ? (details as BudgetShortfallDetails) : undefined;
 }

@@ -9,3 +9,5 @@ export const injectContextSignal = defineSignal<[{ command_id: string; text: str
 export const statusQuery = defineQuery<AgentRunStatusView>('status');
 /** An Update rather than a Signal: the sender learns whether the validator accepted the goal. */
 export const changeGoalUpdate = defineUpdate<string, [{ command_id: string; goal: string }]>('change_goal');
+/** The run's new limits (totals); an Update so the sender learns whether they were accepted (each must be higher). */
+export const raiseBudgetUpdate = defineUpdate<string, [{ command_id: string; max_tokens?: number; max_cost_usd?: number }]>('raise_budget');

@@ -27,7 +27,7 @@ function nextBatch(queue: RunEventEnvelope[]): RunEventEnvelope[] {
 export type EmitFields<T extends RunEventType> = object extends RunEventFieldsOf<T> ? [fields?: RunEventFieldsOf<T>] : [fields: RunEventFieldsOf<T>];
 
 /** The events that carry a status change. */
-export type StatusEventType = 'status_changed' | 'run_started' | 'run_finished';
+export type StatusEventType = 'status_changed' | 'run_started' | 'run_finished' | 'budget_exhausted' | 'budget_raised';
 
 export interface Outbox {
   /** Assigns the next seq and queues the event; the run's state is attached to every event. */

@@ -9,6 +9,7 @@ import {
   cancelEvalSignal,
   cancelRunSignal,
   changeGoalUpdate,
+  raiseBudgetUpdate,
   CURRENT_STEP_KEY,
   EvalRun,
   evalStatusQuery,
@@ -118,11 +119,18 @@ export class TemporalRunDirectory implements RunDirectoryPort {
     const handle = this.handle(org, runId);
     // The command id doubles as the update id, so a retried command is one update.
     const updateId = update.command_id;
-    return this.call(() =>
-      update.name === 'change_goal'
-        ? handle.executeUpdate(changeGoalUpdate, { args: [{ command_id: update.command_id, goal: update.goal }], updateId })
-        : handle.executeUpdate(approveUpdate, { args: [{ command_id: update.command_id, reviewer: update.reviewer }], updateId }),
-    );
+    return this.call(() => {
+      switch (update.name) {
+        case 'change_goal':
+          return handle.executeUpdate(changeGoalUpdate, { args: [{ command_id: update.command_id, goal: update.goal }], updateId });
+        case 'approve':
+          return handle.executeUpdate(approveUpdate, { args: [{ command_id: update.command_id, reviewer: update.reviewer }], updateId });
+        case 'raise_budget': {
+          const { command_id, max_tokens, max_cost_usd } = update;
+          return handle.executeUpdate(raiseBudgetUpdate, { args: [{ command_id, ...(max_tokens !== undefined ? { max_tokens } : {}), ...(max_cost_usd !== undefined ? { max_cost_usd } : {}) }], updateId });
+        }
+      }
+    });
   }
 
   async evalStatus(org: string, runId: string): Promise<EvalRunState> {

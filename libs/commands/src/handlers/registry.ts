@@ -1,9 +1,10 @@
-import type { CommandLedgerPort, RunDirectoryPort, SnapshotLookupPort } from '../ports';
+import type { CommandLedgerPort, OrgBudgetPort, RunDirectoryPort, SnapshotLookupPort } from '../ports';
 import { agentCancelHandler } from './agent-cancel.handler';
 import { agentChangeGoalHandler } from './agent-change-goal.handler';
 import { agentForkHandler } from './agent-fork.handler';
 import { agentInjectContextHandler } from './agent-inject-context.handler';
 import { agentPauseHandler } from './agent-pause.handler';
+import { agentRaiseBudgetHandler } from './agent-raise-budget.handler';
 import { agentResumeHandler } from './agent-resume.handler';
 import { agentStartHandler } from './agent-start.handler';
 import type { CommandHandlers } from './command-handler';
@@ -17,6 +18,8 @@ export interface CommandHandlerDeps extends RunStarterDeps {
   ledger: CommandLedgerPort;
   runs: RunDirectoryPort;
   snapshots: SnapshotLookupPort;
+  /** Orgs' monthly budgets, checked before a run's budget is raised; without it, none. */
+  budgets?: OrgBudgetPort;
 }
 
 export function createCommandHandlers(deps: CommandHandlerDeps): CommandHandlers {
@@ -29,6 +32,7 @@ export function createCommandHandlers(deps: CommandHandlerDeps): CommandHandlers
     'agent.cancel': agentCancelHandler(runs),
     'agent.inject_context': agentInjectContextHandler(runs),
     'agent.change_goal': agentChangeGoalHandler(runs),
+    'agent.raise_budget': agentRaiseBudgetHandler(runs, deps.budgets),
     'agent.fork': agentForkHandler(snapshots, starter),
     'eval.start': evalStartHandler(starter),
     'eval.cancel': evalCancelHandler(runs),

@@ -116,6 +116,7 @@ export class RunStarter {
       ...(fork ? { parent_run_id: fork.input.from_run_id, fork: fork.input } : {}),
       lanes: { agentWorkflows: lanes.agentWorkflows, cpuTools: lanes.cpuTools, gpuTools: lanes.gpuTools, snapshots: lanes.snapshots },
       ...(settings.snapshots ? { snapshots: snapshotConfigOf(settings.snapshots, limits?.snapshots_per_run) } : {}),
+      ...(settings.budget ? { budget: settings.budget } : {}),
       ...this.deps.agentDefaults,
     };
     return this.startOnce({

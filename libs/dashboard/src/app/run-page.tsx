@@ -208,6 +208,15 @@ function AgentOverview({ state }: { state: RunStateView | undefined }) {
               <dd data-testid="agent-spend">{gauge.spend}</dd>
             </div>
           )}
+          {gauge.budget !== undefined && (
+            <div>
+              <dt>Budget</dt>
+              <dd data-testid="agent-budget">
+                {gauge.budget}
+                {state?.status === 'paused' && state.reason === 'budget_exhausted' ? ' · paused: a model call did not fit (raise the budget to go on)' : ''}
+              </dd>
+            </div>
+          )}
           {state?.policy !== undefined && (
             <div>
               <dt>Policy · tier</dt>

@@ -1,5 +1,5 @@
 import type { RunEvent, SnapshotRow } from '@agentrun/contracts';
-import { agentGauge, describeEvent, EventLog, evalSummary, mergeSnapshots, spendText, splitLane, stepDurations } from './run-view';
+import { agentGauge, budgetText, describeEvent, EventLog, evalSummary, mergeSnapshots, spendText, splitLane, stepDurations } from './run-view';
 
 const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
 const ev = (seq: number, type: string, payload: Record<string, unknown> = {}, ts = at(seq)): RunEvent => ({
@@ -104,6 +104,14 @@ describe('the run page model', () => {
     const usage = { calls: 3, prompt_tokens: 3_900, completion_tokens: 310, cost_usd: 0.01234, estimated_calls: 0 };
     expect(agentGauge({ status: 'running', goal: 'g', step: 3, max_steps: 8, usage })?.spend).toBe('$0.0123 · 4,210 tokens (3,900 in, 310 out) in 3 model calls');
     expect(spendText({ ...usage, calls: 1, cost_usd: 12.5, estimated_calls: 1 })).toBe('$12.50 · 4,210 tokens (3,900 in, 310 out) in 1 model call, 1 estimated');
+    expect(agentGauge({ status: 'paused', goal: 'g', step: 3, max_steps: 8, usage, budget: { max_tokens: 5_000, max_cost_usd: 1 } })?.budget).toBe('4,210 of 5,000 tokens (84%) · $0.0123 of $1.00 (1%)');
+    expect(budgetText(undefined, { max_cost_usd: 0.5 })).toBe('$0.0000 of $0.5000 (0%)');
+    const state = { status: 'paused' as const, goal: 'g', step: 3, max_steps: 8, policy: 'llm' as const, tier: 'batch' as const, budget: { max_tokens: 900 } };
+    const base = { run_id: 'r', org: 'o', kind: 'agent' as const, seq: 9, ts: '2026-12-03T00:00:00Z' };
+    expect(describeEvent({ ...base, type: 'budget_exhausted', payload: { step: 3, scope: 'run', limit: 'tokens', max: 300, spent: 80, reserved: 0, needed: 260, left: 220, state } })).toBe(
+      "paused: step 3's model call needs up to 260 tokens, the run's budget has 220 tokens left (80 tokens of 300 tokens spent)",
+    );
+    expect(describeEvent({ ...base, type: 'budget_raised', payload: { command_id: 'c', previous: { max_tokens: 300 }, state } })).toBe('budget raised to 900 tokens');
   });
 
   it('snapshots from the API and from events are one row each', () => {

@@ -106,6 +106,15 @@ export function describeEvent(event: RunEvent): string {
       const replayed = p.steps_replayed ?? 0;
       return `workspace moved ${p.from || '?'} → ${p.to || '?'}${from}, ${replayed} step${replayed === 1 ? '' : 's'} replayed`;
     }
+    case 'budget_exhausted': {
+      const p = event.payload;
+      const unit = (v: number) => (p.limit === 'usd' ? `$${v}` : `${v} tokens`);
+      return `paused: step ${p.step ?? '?'}'s model call needs up to ${unit(p.needed)}, ${p.scope === 'org' ? "the org's monthly" : "the run's"} budget has ${unit(p.left)} left (${unit(p.spent)} of ${unit(p.max)} spent)`;
+    }
+    case 'budget_raised': {
+      const b = event.payload.state?.budget ?? {};
+      return `budget raised to ${[b.max_tokens !== undefined ? `${b.max_tokens} tokens` : '', b.max_cost_usd !== undefined ? `$${b.max_cost_usd}` : ''].filter(Boolean).join(', ') || '?'}`;
+    }
     case 'run_finished':
       return `run finished: ${status ?? '?'}${event.payload.state?.message ? ` (${event.payload.state.message})` : ''}`;
     default:
@@ -234,6 +243,21 @@ export interface AgentGauge {
   history?: { length: number; budget: number };
   /** What the run's model calls have spent, as one line (absent before its first call). */
   spend?: string;
+  /** Spend against the run's budget, as one line (absent without a budget). */
+  budget?: string;
+}
+
+/** `1,234 of 5,000 tokens (25%) · $0.0100 of $1.00 (1%)`: each limit the run has, with what is used of it. */
+export function budgetText(usage: RunStateView['usage'], budget: NonNullable<RunStateView['budget']>): string {
+  const n = (v: number) => v.toLocaleString('en-US');
+  const dollars = (v: number) => `$${v >= 1 ? v.toFixed(2) : v.toFixed(4)}`;
+  const pct = (used: number, max: number) => `${Math.min(999, Math.round((100 * used) / max))}%`;
+  const parts: string[] = [];
+  const tokens = usage ? usage.prompt_tokens + usage.completion_tokens : 0;
+  if (budget.max_tokens !== undefined) parts.push(`${n(tokens)} of ${n(budget.max_tokens)} tokens (${pct(tokens, budget.max_tokens)})`);
+  const cost = usage?.cost_usd ?? 0;
+  if (budget.max_cost_usd !== undefined) parts.push(`${dollars(cost)} of ${dollars(budget.max_cost_usd)} (${pct(cost, budget.max_cost_usd)})`);
+  return parts.join(' · ');
 }
 
 /** A run's usage as the page says it: `$0.0123 · 4,210 tokens (3,900 in, 310 out) in 3 model calls`, noting estimates. */
@@ -258,6 +282,7 @@ export function agentGauge(state: RunStateView | undefined, defaultHistoryBudget
     max_steps: state.max_steps ?? 0,
     ...(length !== undefined ? { history: { length, budget: state.history_max_events ?? defaultHistoryBudget } } : {}),
     ...(state.usage ? { spend: spendText(state.usage) } : {}),
+    ...(state.budget ? { budget: budgetText(state.usage, state.budget) } : {}),
   };
 }
 
