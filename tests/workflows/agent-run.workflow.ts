@@ -2,8 +2,8 @@ import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import type { RunEvent, RunEventOf } from '@agentrun/contracts';
-import { AGENT_STATUS_KEY, cancelRunSignal, changeGoalUpdate, CURRENT_STEP_KEY, pauseSignal, resumeSignal, statusQuery, type ModelCall, type ToolCall } from '@agentrun/workflows';
-import { Deferred, failureOf, holdActivity, oneToN, rejectionOf, seqsOf, toolResult, WorkflowTestEnv } from '../support/workflow-env';
+import { AGENT_STATUS_KEY, cancelRunSignal, changeGoalUpdate, CURRENT_STEP_KEY, pauseSignal, raiseBudgetUpdate, resumeSignal, statusQuery, type ModelCall, type ToolCall } from '@agentrun/workflows';
+import { Deferred, failureOf, holdActivity, modelReply, oneToN, rejectionOf, seqsOf, toolResult, WorkflowTestEnv } from '../support/workflow-env';
 
 let env: WorkflowTestEnv;
 beforeAll(async () => {
@@ -338,6 +338,45 @@ describe('AgentRun', () => {
       const accepted = history.filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes).map((e) => e.workflowExecutionUpdateAcceptedEventAttributes?.acceptedRequest?.meta?.updateId);
       expect(accepted).toHaveLength(3);
       expect(history.some((e) => e.workflowExecutionUpdateRejectedEventAttributes)).toBe(false);
+    });
+  });
+
+  it('a model call that does not fit the budget pauses the run (nothing fails); a raise the validator accepts lets it finish', async () => {
+    // The ledger's answer as the orchestrator's callModel gives it: refused while the run's limit is under 1,000 tokens.
+    const asked: (number | undefined)[] = [];
+    const rig = env.rig({
+      cpu: {
+        callModel: async (call) => {
+          asked.push(call.budget?.max_tokens);
+          if ((call.budget?.max_tokens ?? 0) < 1_000) {
+            const details = { scope: 'run', limit: 'tokens', max: call.budget?.max_tokens ?? 0, spent: 0, reserved: 0, needed: 1_000, left: call.budget?.max_tokens ?? 0 };
+            throw ApplicationFailure.create({ message: 'budget exhausted', type: 'BudgetExhausted', nonRetryable: true, details: [details] });
+          }
+          return { ...modelReply(call), usage: { model: 'm', prompt_tokens: 30, completion_tokens: 10, cost_usd: 0.0001, priced: true } };
+        },
+      },
+    });
+    await rig.run(async () => {
+      const runId = rig.runId('budget');
+      const handle = await rig.startAgent('budget', { max_steps: 3, budget: { max_tokens: 500 } });
+      await rig.waitForEvent(runId, 'the run paused on its budget', (e) => e.type === 'budget_exhausted');
+      expect(await handle.query(statusQuery)).toMatchObject({ status: 'paused', reason: 'budget_exhausted', step: 0, budget: { max_tokens: 500 } });
+      const raise = (command_id: string, limits: { max_tokens?: number; max_cost_usd?: number }) => handle.executeUpdate(raiseBudgetUpdate, { args: [{ command_id, ...limits }] });
+      expect(await rejectionOf(raise('b-low', { max_tokens: 500 }))).toBe("max_tokens must be higher than the run's current 500");
+      expect(await rejectionOf(raise('b-none', {}))).toBe('give max_tokens, max_cost_usd or both');
+      expect(await rejectionOf(raise('b-neg', { max_cost_usd: -1 }))).toBe('max_cost_usd must be a positive number');
+      expect(await raise('b-up', { max_tokens: 5_000 })).toBe('budget raised to {"max_tokens":5000}; the run goes on');
+      expect(await handle.result()).toMatchObject({ status: 'done', steps: 3 });
+      const events = rig.events(runId);
+      expect(seqsOf(events)).toEqual(oneToN(events.length));
+      const exhausted = events.filter((e) => e.type === 'budget_exhausted');
+      expect(exhausted.map((e) => [e.payload.step, e.payload.scope, e.payload.max, e.payload.state?.status, e.payload.state?.reason])).toEqual([[0, 'run', 500, 'paused', 'budget_exhausted']]);
+      expect(events.filter((e) => e.type === 'budget_raised').map((e) => [e.payload.previous, e.payload.state?.status, e.payload.state?.budget])).toEqual([[{ max_tokens: 500 }, 'running', { max_tokens: 5_000 }]]);
+      // The refused call was made again with the new limit, and only what ran is counted.
+      expect(asked[0]).toBe(500);
+      expect(asked.slice(1).every((m) => m === 5_000)).toBe(true);
+      const llmSteps = events.filter((e) => e.type === 'step_completed' && e.payload.kind === 'llm').length;
+      expect(events.at(-1)?.payload.state).toMatchObject({ status: 'done', usage: { calls: llmSteps, prompt_tokens: 30 * llmSteps, completion_tokens: 10 * llmSteps } });
     });
   });
 
