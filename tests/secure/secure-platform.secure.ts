@@ -23,7 +23,10 @@ import { waitFor } from '../support/wait';
  */
 describe('the platform on the secure profile', () => {
   const secure = secureStack();
-  const platform = new Platform({}, { secure: true });
+  // Tools paced (400 ms a call), so the run's later GPU calls are scheduled after its first events are
+  // confirmed (until then every event goes by the publishing activity, whose first send opens the
+  // orchestrator's TLS and SASL connection), and so carry events for the gpu-worker to publish.
+  const platform = new Platform({ TOOL_PACE_TICKS: '4', TOOL_PACE_MS: '100' }, { secure: true });
   let events: TopicRecord<RunEventEnvelope>[];
   let outcomes: TopicRecord<CommandOutcome>[];
 
@@ -39,7 +42,7 @@ describe('the platform on the secure profile', () => {
     const org = 'acme';
     const runId = uniqueId('secure');
     const commandId = uniqueId('c');
-    await platform.publishCommand({ command_id: commandId, type: 'agent.start', org, run_id: runId, payload: { goal: 'summarise the workspace', max_steps: 8 } });
+    await platform.publishCommand({ command_id: commandId, type: 'agent.start', org, run_id: runId, payload: { goal: 'summarise the workspace', max_steps: 12 } });
     await platform.waitForStatus(org, runId, 'done');
     const [row] = await platform.query<{ last_seq: number }>('SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2', [org, runId]);
     const n = row.last_seq;
