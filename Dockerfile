@@ -1,7 +1,7 @@
 # One image for all five AgentRun services. The service is chosen by the command, e.g.
 #   docker run agentrun apps/orchestrator/dist/main.js
 # and the operator steps run from it too: `tools/migrate.js` (the schema, before a rollout),
-# `tools/topics.js apply|check` (the Kafka topics), `tools/token.js` (API tokens).
+# `tools/topics.js apply|check` (the Kafka topics), `tools/token.js` (API tokens), `tools/budget.js` (orgs' monthly budgets).
 # (the entrypoint is `node`; docker-compose.yml sets the command per service).
 #
 # Stages: manifests (package.json files only, so dependency layers stay cached while code changes)
@@ -45,7 +45,7 @@ RUN npx tsc -b tsconfig.build.json \
  && node tools/bundle-workflows.js \
  && node tools/bundle-dashboard.js \
  && mkdir -p /out \
- && tar -cf - --exclude='*.tsbuildinfo' package.json apps/*/dist libs/*/package.json libs/*/dist libs/evals/suites tools/migrate.js tools/topics.js tools/token.js \
+ && tar -cf - --exclude='*.tsbuildinfo' package.json apps/*/dist libs/*/package.json libs/*/dist libs/evals/suites tools/migrate.js tools/topics.js tools/cli.js tools/token.js tools/budget.js \
     | tar -xf - -C /out
 
 # --- production dependencies only (dev deps pruned); workspace links node_modules/@agentrun/* -> libs/* ---

@@ -5,8 +5,7 @@
 //   npm run budget -- clear --org ORG
 // Reads the services' database settings (DATABASE_URL, DATABASE_PASSWORD[_FILE], DATABASE_SSLMODE, ...),
 // and runs pending migrations first. Needs the built libs (`npm run build`).
-const path = require('node:path');
-const { parseArgs, UsageError } = require('./token.js');
+const { builtLibs, parseArgs, planned, UsageError } = require('./cli.js');
 
 const USAGE = `usage:
   node tools/budget.js set --org ORG --monthly-usd N      set (or change) ORG's monthly budget, US dollars > 0
@@ -54,23 +53,11 @@ function plan(argv) {
 }
 
 async function main() {
-  let action;
-  try {
-    action = plan(process.argv.slice(2));
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`budget: ${err.message}\n${USAGE}\n`);
-    return 2;
-  }
-  let persistence;
-  let configLib;
-  try {
-    configLib = require(path.resolve(__dirname, '../libs/config/dist'));
-    persistence = require(path.resolve(__dirname, '../libs/persistence/dist'));
-  } catch (err) {
-    process.stderr.write(`budget: cannot load the built libs (run npm run build first): ${err.message}\n`);
-    return 1;
-  }
+  const action = planned('budget', plan, USAGE);
+  if (!action) return 2;
+  const libs = builtLibs('budget');
+  if (!libs) return 1;
+  const { configLib, persistence } = libs;
   const { createDataSource, databaseOptionsFrom, migrate, BudgetLedger } = persistence;
   let config;
   try {

@@ -9,7 +9,7 @@
 // Reads the services' database settings (DATABASE_URL, DATABASE_PASSWORD[_FILE], DATABASE_SSLMODE,
 // DATABASE_SSL_*_FILE), so it works inside a service's container as it is, and runs pending migrations first.
 // Needs the built libs (`npm run build`).
-const path = require('node:path');
+const { builtLibs, parseArgs, planned, UsageError } = require('./cli.js');
 
 const USAGE = `usage:
   node tools/token.js create --org ORG [--subject WHO] [--label LABEL]
@@ -36,29 +36,6 @@ function normaliseOrg(org) {
 // A subject is an eval reviewer's name (1-200 characters in the contracts); printable, without spaces or
 // control characters, so it reads the same in `list`, in logs and in the reviewers it is matched against.
 const SUBJECT_RE = /^[A-Za-z0-9][A-Za-z0-9._@+-]{0,199}$/;
-
-class UsageError extends Error {}
-
-/** Parses `--name value` flags, allowing only the names given; the rest are positional. */
-function parseArgs(args, allowed) {
-  const flags = {};
-  const positional = [];
-  for (let i = 0; i < args.length; i++) {
-    const arg = args[i];
-    if (arg.startsWith('--')) {
-      const eq = arg.indexOf('=');
-      const name = eq > 0 ? arg.slice(2, eq) : arg.slice(2);
-      if (!allowed.includes(name)) throw new UsageError(`unknown option --${name}`);
-      if (name in flags) throw new UsageError(`--${name} given twice`);
-      const value = eq > 0 ? arg.slice(eq + 1) : args[++i];
-      if (value === undefined || value === '' || (eq < 0 && value.startsWith('--'))) throw new UsageError(`--${name} needs a value`);
-      flags[name] = value;
-    } else {
-      positional.push(arg);
-    }
-  }
-  return { flags, positional };
-}
 
 /** `command-key ...`: the same three verbs as for tokens, on command keys. */
 function planCommandKey(argv) {
@@ -121,23 +98,11 @@ function plan(argv) {
 }
 
 async function main() {
-  let action;
-  try {
-    action = plan(process.argv.slice(2));
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`token: ${err.message}\n${USAGE}\n`);
-    return 2;
-  }
-  let persistence;
-  let configLib;
-  try {
-    configLib = require(path.resolve(__dirname, '../libs/config/dist'));
-    persistence = require(path.resolve(__dirname, '../libs/persistence/dist'));
-  } catch (err) {
-    process.stderr.write(`token: cannot load the built libs (run npm run build first): ${err.message}\n`);
-    return 1;
-  }
+  const action = planned('token', plan, USAGE);
+  if (!action) return 2;
+  const libs = builtLibs('token');
+  if (!libs) return 1;
+  const { configLib, persistence } = libs;
   const { createDataSource, databaseOptionsFrom, migrate, TokenStore, CommandKeyStore } = persistence;
   let config;
   try {
@@ -226,4 +191,4 @@ if (require.main === module) {
   );
 }
 
-module.exports = { plan, parseArgs, UsageError };
+module.exports = { plan, UsageError };

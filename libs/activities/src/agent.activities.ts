@@ -1,7 +1,8 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { hostname } from 'node:os';
-import type { BudgetLedger, BudgetShortfall, EffectLedger, GpuLeases } from '@agentrun/persistence';
+import type { BudgetLedger, EffectLedger, GpuLeases } from '@agentrun/persistence';
+import type { BudgetShortfall } from '@agentrun/contracts';
 import { BUDGET_EXHAUSTED, type AgentActivities, type ModelCall, type ModelReply, type ToolCall, type ToolResult, type WorkspacePlacement } from '@agentrun/workflows';
 import { ChatError, type ChatClient, type ChatMessage } from './llm';
 import type { EvalCaseSource } from './eval-cases';

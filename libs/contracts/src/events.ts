@@ -294,6 +294,9 @@ export const RUN_EVENT_FIELDS = {
 /** The fields an event type adds to its payload; whoever emits it attaches the run's state. */
 export type RunEventFieldsOf<T extends RunEventType> = Static<(typeof RUN_EVENT_FIELDS)[T]>;
 
+/** Why a model call's worst case did not fit a budget: whose limit, which one, and the figures (`budget_exhausted` without its step). */
+export type BudgetShortfall = Omit<RunEventFieldsOf<'budget_exhausted'>, 'step'>;
+
 /** Which kinds of run publish each event type. */
 export const RUN_EVENT_KINDS = {
   run_started: ['agent', 'eval'],

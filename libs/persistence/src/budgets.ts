@@ -1,3 +1,4 @@
+import type { BudgetShortfall } from '@agentrun/contracts';
 import type { DataSource, EntityManager } from 'typeorm';
 
 /** A run's own limits, as its state carries them. */
@@ -16,16 +17,6 @@ export interface ReservationRequest {
   usd: number;
 }
 
-/** Why a reservation did not fit: whose limit, which one, and the figures. */
-export interface BudgetShortfall {
-  scope: 'run' | 'org';
-  limit: 'tokens' | 'usd';
-  max: number;
-  spent: number;
-  reserved: number;
-  needed: number;
-  left: number;
-}
 
 export type ReserveResult = { ok: true; existing: boolean } | ({ ok: false } & BudgetShortfall);
 

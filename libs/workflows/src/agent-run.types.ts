@@ -1,4 +1,4 @@
-import type { AgentPolicy, AgentRunState, AgentStatus, HostLanes, ModelCallUsage, RunBudget, RunEventEnvelope, RunUsage, SnapshotRow, Tier } from '@agentrun/contracts';
+import type { AgentPolicy, AgentRunState, AgentStatus, BudgetShortfall, HostLanes, ModelCallUsage, RunBudget, RunEventEnvelope, RunUsage, SnapshotRow, Tier } from '@agentrun/contracts';
 import type { Conversation } from './conversation';
 
 /** Task queues are passed in, not read from configuration: workflow code has no environment. */
@@ -315,15 +315,7 @@ export interface ModelCall {
 export const BUDGET_EXHAUSTED = 'BudgetExhausted';
 
 /** What a `BudgetExhausted` failure of `callModel` carries (its first detail): the limit the call did not fit. */
-export interface BudgetShortfallDetails {
-  scope: 'run' | 'org';
-  limit: 'tokens' | 'usd';
-  max: number;
-  spent: number;
-  reserved: number;
-  needed: number;
-  left: number;
-}
+export type BudgetShortfallDetails = BudgetShortfall;
 
 export interface ModelReply {
   key: string;
