@@ -208,8 +208,7 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
           const worst = worstCaseOf(call.messages, chat.model, prices, maxTokens);
           const reserved = await deps.budgets.reserve({ key: call.key, org: call.org, run_id: call.run_id, ...worst }, call.budget ?? {});
           if (!reserved.ok) {
-            const shortfall: BudgetShortfall = { scope: reserved.scope, limit: reserved.limit, max: reserved.max, spent: reserved.spent, reserved: reserved.reserved, needed: reserved.needed, left: reserved.left };
-            throw ApplicationFailure.create({ message: budgetMessage(shortfall), type: BUDGET_EXHAUSTED, nonRetryable: true, details: [shortfall] });
+            throw ApplicationFailure.create({ message: budgetMessage(reserved.shortfall), type: BUDGET_EXHAUSTED, nonRetryable: true, details: [reserved.shortfall] });
           }
         }
         let reply;
@@ -220,9 +219,11 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
           );
         } catch (err) {
           if (!(err instanceof ChatError)) throw err;
-          // A call that will not be made again frees what it reserved; a retried one keeps it.
-          if (!err.retryable) await deps.budgets?.release(call.key);
-          if (!err.retryable) throw ApplicationFailure.nonRetryable(`the model refused the request: ${err.message}`, 'BadArguments');
+          if (!err.retryable) {
+            // A call that will not be made again frees what it reserved; a retried one keeps it.
+            await deps.budgets?.release(call.key);
+            throw ApplicationFailure.nonRetryable(`the model refused the request: ${err.message}`, 'BadArguments');
+          }
           throw ApplicationFailure.create({
             message: `model call failed (${err.kind}): ${err.message}`,
             type: `Model_${err.kind}`,

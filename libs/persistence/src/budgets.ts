@@ -18,7 +18,7 @@ export interface ReservationRequest {
 }
 
 
-export type ReserveResult = { ok: true; existing: boolean } | ({ ok: false } & BudgetShortfall);
+export type ReserveResult = { ok: true; existing: boolean } | { ok: false; shortfall: BudgetShortfall };
 
 /** An org's monthly budget and where it stands this month (UTC). */
 export interface OrgBudgetStanding {
@@ -132,8 +132,8 @@ export class BudgetLedger {
   }
 }
 
-function shortfall(scope: 'run' | 'org', limit: 'tokens' | 'usd', max: number, spent: number, reserved: number, needed: number): ({ ok: false } & BudgetShortfall) | undefined {
+function shortfall(scope: 'run' | 'org', limit: 'tokens' | 'usd', max: number, spent: number, reserved: number, needed: number): { ok: false; shortfall: BudgetShortfall } | undefined {
   if (spent + reserved + needed <= max + (limit === 'usd' ? 1e-9 : 0)) return undefined;
   const left = Math.max(0, max - spent - reserved);
-  return { ok: false, scope, limit, max, spent: round8(spent), reserved: round8(reserved), needed: round8(needed), left: round8(left) };
+  return { ok: false, shortfall: { scope, limit, max, spent: round8(spent), reserved: round8(reserved), needed: round8(needed), left: round8(left) } };
 }

@@ -1,6 +1,6 @@
 import { ActivityFailure, allHandlersFinished, ApplicationFailure, CancellationScope, condition, isCancellation, upsertSearchAttributes } from '@temporalio/workflow';
-import type { AgentStatus, RunBudget } from '@agentrun/contracts';
-import type { AgentCarry, AgentRunInput, BudgetShortfallDetails, RestoreResult, WorkspacePlacement } from './agent-run.types';
+import type { AgentStatus, BudgetShortfall, RunBudget } from '@agentrun/contracts';
+import type { AgentCarry, AgentRunInput, RestoreResult, WorkspacePlacement } from './agent-run.types';
 import type { AgentLoopState } from './agent-run.state';
 import type { AgentRunActivities } from './agent-run.steps';
 import { cancelPending } from './conversation';
@@ -76,7 +76,7 @@ export class RunLifecycle {
   }
 
   /** A model call did not fit a budget: the run waits, paused, to make it again (nothing failed, nothing was spent). */
-  budgetExhausted(step: number, shortfall: BudgetShortfallDetails): void {
+  budgetExhausted(step: number, shortfall: BudgetShortfall): void {
     this.run.paused = true;
     this.run.budgetPaused = true;
     this.setStatus('paused', 'budget_exhausted', { step, ...shortfall });

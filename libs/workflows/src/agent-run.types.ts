@@ -1,4 +1,4 @@
-import type { AgentPolicy, AgentRunState, AgentStatus, BudgetShortfall, HostLanes, ModelCallUsage, RunBudget, RunEventEnvelope, RunUsage, SnapshotRow, Tier } from '@agentrun/contracts';
+import type { AgentPolicy, AgentRunState, AgentStatus, HostLanes, ModelCallUsage, RunBudget, RunEventEnvelope, RunUsage, SnapshotRow, Tier } from '@agentrun/contracts';
 import type { Conversation } from './conversation';
 
 /** Task queues are passed in, not read from configuration: workflow code has no environment. */
@@ -311,11 +311,9 @@ export interface ModelCall {
   budget?: RunBudget;
 }
 
-/** The failure type `callModel` reports when a call's worst case does not fit a budget. */
+/** The failure type `callModel` reports when a call's worst case does not fit a budget; its first detail is the `BudgetShortfall` (contracts). */
 export const BUDGET_EXHAUSTED = 'BudgetExhausted';
 
-/** What a `BudgetExhausted` failure of `callModel` carries (its first detail): the limit the call did not fit. */
-export type BudgetShortfallDetails = BudgetShortfall;
 
 export interface ModelReply {
   key: string;

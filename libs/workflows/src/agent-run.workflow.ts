@@ -1,5 +1,6 @@
 import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, ContinueAsNew, continueAsNew, workflowInfo } from '@temporalio/workflow';
-import { BUDGET_EXHAUSTED, type AgentRunInput, type AgentRunResult, type BudgetShortfallDetails } from './agent-run.types';
+import type { BudgetShortfall } from '@agentrun/contracts';
+import { BUDGET_EXHAUSTED, type AgentRunInput, type AgentRunResult } from './agent-run.types';
 import { registerAgentRunHandlers } from './agent-run.handlers';
 import { RunLifecycle } from './agent-run.lifecycle';
 import { AgentLoopState, type StepOutcome } from './agent-run.state';
@@ -110,10 +111,10 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
 }
 
 /** The shortfall a `BudgetExhausted` model call reported, directly or through a research child; undefined for any other failure. */
-export function budgetShortfallOf(err: unknown): BudgetShortfallDetails | undefined {
+export function budgetShortfallOf(err: unknown): BudgetShortfall | undefined {
   let cause: unknown = err;
   while (cause instanceof ChildWorkflowFailure || cause instanceof ActivityFailure) cause = cause.cause;
   if (!(cause instanceof ApplicationFailure) || cause.type !== BUDGET_EXHAUSTED) return undefined;
   const details = cause.details?.[0];
-  return typeof details === 'object' && details !== null ? (details as BudgetShortfallDetails) : undefined;
+  return typeof details === 'object' && details !== null ? (details as BudgetShortfall) : undefined;
 }
