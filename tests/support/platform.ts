@@ -1,6 +1,8 @@
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { once } from 'node:events';
 import { createWriteStream, existsSync, mkdirSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -47,29 +49,49 @@ async function migrateDatabase(settings: Record<string, string>): Promise<void> 
   }
 }
 
-/** A port nothing listens on right now (the kernel picks it). */
+/** A port nothing listens on right now. */
 export async function freePort(): Promise<number> {
   return (await freePorts(1))[0];
 }
 
 /**
- * `count` distinct free ports. Each is held until all are chosen: a port closed at once may be handed
- * out again by the very next listen(0), and two apps given one port make one fail with EADDRINUSE.
+ * Ports handed out below the kernel's ephemeral range (32768 and up on Linux): a port the kernel picked
+ * for listen(0) and that was then closed may be taken by the very next outbound connection (a Kafka,
+ * Postgres or Temporal client of any process), and the app given it fails with EADDRINUSE. Below the
+ * range only another listener can take it (the compose profile publishes 2xxxx ports, so not there);
+ * each jest worker starts at its own random point.
  */
-export async function freePorts(count: number): Promise<number[]> {
-  const servers = await Promise.all(
-    Array.from({ length: count }, () => new Promise<ReturnType<typeof createServer>>((resolve, reject) => {
-      const server = createServer();
-      server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => resolve(server));
-    })),
-  );
-  const ports = servers.map((server) => {
-    const address = server.address();
-    return typeof address === 'object' && address ? address.port : 0;
+const PORT_FLOOR = 11_000;
+const PORT_CEILING = 19_000;
+let nextPort = PORT_FLOOR + Math.floor(Math.random() * (PORT_CEILING - PORT_FLOOR));
+const handedOut = new Set<number>();
+
+function listenable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const server = createServer();
+    server.once('error', () => resolve(false));
+    server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
   });
-  await Promise.all(servers.map((server) => new Promise<void>((resolve) => server.close(() => resolve()))));
+}
+
+/** `count` distinct ports that nothing listens on now and that this process has not handed out before. */
+export async function freePorts(count: number): Promise<number[]> {
+  const ports: number[] = [];
+  for (let tried = 0; ports.length < count; tried++) {
+    if (tried > PORT_CEILING - PORT_FLOOR) throw new Error(`no ${count} free ports between ${PORT_FLOOR} and ${PORT_CEILING}`);
+    const port = nextPort;
+    nextPort = nextPort + 1 >= PORT_CEILING ? PORT_FLOOR : nextPort + 1;
+    if (handedOut.has(port) || !(await listenable(port))) continue;
+    handedOut.add(port);
+    ports.push(port);
+  }
   return ports;
+}
+
+/** The last `lines` lines of a log file ('' when it is missing). */
+async function logTail(file: string, lines: number): Promise<string> {
+  const text = await readFile(file, 'utf8').catch(() => '');
+  return text.trimEnd().split('\n').slice(-lines).join('\n');
 }
 
 export interface TopicRecord<T = unknown> {
@@ -327,7 +349,7 @@ export class Platform {
   }
 
   /** Starts an app and waits until it is ready (unless `ready: false`: a fault point may kill it first). */
-  async startApp(app: Instance, options: { ready?: boolean } = {}): Promise<void> {
+  async startApp(app: Instance, options: { ready?: boolean; portRetries?: number } = {}): Promise<void> {
     const main = join(REPO_ROOT, 'apps', appOf(app), 'dist', 'main.js');
     if (!existsSync(main)) throw new Error(`${main} is missing: run npm run build first`);
     const log = createWriteStream(join(this.dataDir, 'logs', `${app}.log`), { flags: 'a' });
@@ -346,7 +368,17 @@ export class Platform {
       const res = await fetch(`http://127.0.0.1:${this.ports[app]}/readyz`);
       return res.status === 200 && 'ready';
     }, 90_000, 200);
-    if (state === 'exited') throw new Error(`${app} exited with ${child.exitCode ?? child.signalCode} while starting (log: ${logFile})`);
+    if (state !== 'exited') return;
+    await this.exits.get(app);
+    // Its last output may still be in the pipes when it exits: until they close, or 2 s at most.
+    if (child.stdout && !child.stdout.readableEnded) await Promise.race([once(child, 'close'), new Promise((resolve) => setTimeout(resolve, 2_000).unref())]);
+    const tail = await logTail(logFile, 20);
+    // Another listener took the port between its choice and the app's listen: a new port, once more.
+    if (/EADDRINUSE/.test(tail) && (options.portRetries ?? 2) > 0) {
+      this.ports[app] = (await freePorts(1))[0];
+      return this.startApp(app, { ...options, portRetries: (options.portRetries ?? 2) - 1 });
+    }
+    throw new Error(`${app} exited with ${child.exitCode ?? child.signalCode} while starting (log: ${logFile}); its last lines:\n${tail}`);
   }
 
   /** Sends `signal` to an app and waits for it to exit; returns its exit code (-1 when killed by a signal). */
