@@ -192,12 +192,16 @@ secure_kafka_spec() {
   cat <<EOF
 # gateway: HTTP commands go through the command library, which publishes their outcomes
 acl agentrun-gateway TOPIC LITERAL agentrun.command-results.v1 WRITE,DESCRIBE,DESCRIBE_CONFIGS
+# gateway: reads the model replies its SSE streams carry, each process in a group of its own
+acl agentrun-gateway TOPIC LITERAL agentrun.run-tokens.v1 READ,DESCRIBE,DESCRIBE_CONFIGS
+acl agentrun-gateway GROUP PREFIXED agentrun-gateway-tokens READ,DESCRIBE
 acl agentrun-gateway CLUSTER LITERAL kafka-cluster IDEMPOTENT_WRITE
 # orchestrator: consumes commands, publishes outcomes, dead letters and run events (workflow activities)
 acl agentrun-orchestrator TOPIC LITERAL agentrun.commands.v1 READ,DESCRIBE,DESCRIBE_CONFIGS
 acl agentrun-orchestrator TOPIC LITERAL agentrun.command-results.v1 WRITE,DESCRIBE,DESCRIBE_CONFIGS
 acl agentrun-orchestrator TOPIC LITERAL agentrun.commands.dlq.v1 WRITE,DESCRIBE,DESCRIBE_CONFIGS
 acl agentrun-orchestrator TOPIC LITERAL agentrun.run-events.v1 WRITE,DESCRIBE,DESCRIBE_CONFIGS
+acl agentrun-orchestrator TOPIC LITERAL agentrun.run-tokens.v1 WRITE,DESCRIBE,DESCRIBE_CONFIGS
 acl agentrun-orchestrator GROUP LITERAL agentrun-orchestrator-commands READ,DESCRIBE
 acl agentrun-orchestrator CLUSTER LITERAL kafka-cluster IDEMPOTENT_WRITE
 # gpu-worker: publishes the run events its GPU tool calls carry, nothing else
@@ -213,6 +217,7 @@ acl agentrun-projector CLUSTER LITERAL kafka-cluster IDEMPOTENT_WRITE
 acl ${KAFKA_OUTSIDE_USER} TOPIC LITERAL agentrun.commands.v1 WRITE,DESCRIBE
 acl ${KAFKA_OUTSIDE_USER} TOPIC LITERAL agentrun.command-results.v1 READ,DESCRIBE
 acl ${KAFKA_OUTSIDE_USER} TOPIC LITERAL agentrun.run-events.v1 READ,DESCRIBE
+acl ${KAFKA_OUTSIDE_USER} TOPIC LITERAL agentrun.run-tokens.v1 READ,DESCRIBE
 acl ${KAFKA_OUTSIDE_USER} GROUP PREFIXED ${KAFKA_OUTSIDE_GROUP_PREFIX} READ,DESCRIBE
 EOF
 }

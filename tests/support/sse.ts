@@ -1,9 +1,12 @@
 import { request, type IncomingMessage } from 'node:http';
+import { performance } from 'node:perf_hooks';
 
 export interface SseFrame {
   id?: string;
   event: string;
   data: string;
+  /** When it was read (performance.now()). */
+  at: number;
 }
 
 /** A minimal SSE client that records every frame, as a browser's EventSource would receive them. */
@@ -43,7 +46,7 @@ export class SseClient {
     while ((cut = this.buffer.indexOf('\n\n')) >= 0) {
       const block = this.buffer.slice(0, cut);
       this.buffer = this.buffer.slice(cut + 2);
-      const frame: SseFrame = { event: 'message', data: '' };
+      const frame: SseFrame = { event: 'message', data: '', at: performance.now() };
       let hasData = false;
       for (const line of block.split('\n')) {
         if (line.startsWith(':') || line === '') continue;

@@ -13,6 +13,7 @@ import { UsageController } from './usage.controller';
 import { DashboardController } from './dashboard.controller';
 import { ApiDocument, DocsController } from './docs.controller';
 import { LiveEventsHub } from './live-events.hub';
+import { LiveTokensHub } from './live-tokens.hub';
 import { LogContextInterceptor } from './log-context.interceptor';
 import { OrgGuard } from './org';
 import { ProblemFilter } from './problem';
@@ -36,6 +37,7 @@ export class GatewayModule {
         Kafka,
         Temporal,
         LiveEventsHub,
+        LiveTokensHub,
         ApiDocument,
         { provide: TokenStore, inject: [Database], useFactory: (db: Database) => new TokenStore(db.dataSource) },
         { provide: SessionStore, inject: [Database], useFactory: (db: Database) => new SessionStore(db.dataSource) },
@@ -53,7 +55,7 @@ export class GatewayModule {
             new DatasetCatalog(evals, store, modelEndpointNames(config.AGENTRUN_MODEL_ENDPOINTS)),
         },
         Readiness,
-        { provide: READINESS_CHECKS, inject: [Database, Kafka, Temporal, LiveEventsHub], useFactory: (...checks: unknown[]) => checks },
+        { provide: READINESS_CHECKS, inject: [Database, Kafka, Temporal, LiveEventsHub, LiveTokensHub], useFactory: (...checks: unknown[]) => checks },
       ],
     };
   }

@@ -7,6 +7,7 @@ import type { AddressInfo } from 'node:net';
 import { loadGatewayConfig } from './config';
 import { GatewayModule } from './gateway.module';
 import { LiveEventsHub } from './live-events.hub';
+import { LiveTokensHub } from './live-tokens.hub';
 import { publishOpenApiDocument } from './openapi';
 
 /** A route as the Express router holds it. */
@@ -37,6 +38,8 @@ describe("the gateway's OpenAPI document", () => {
       .overrideProvider(Temporal)
       .useValue({})
       .overrideProvider(LiveEventsHub)
+      .useValue({})
+      .overrideProvider(LiveTokensHub)
       .useValue({})
       .overrideProvider(CommandService)
       .useValue({})

@@ -1,6 +1,6 @@
 import { Controller, Get, Inject, Logger, Param, Query, Req, Res, UseGuards } from '@nestjs/common';
 import { ApiHeader, ApiOperation, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
-import { isTerminal, type RunEventEnvelope } from '@agentrun/contracts';
+import { isTerminal, type RunEventEnvelope, type RunTokenDelta } from '@agentrun/contracts';
 import { contiguousPrefix, ReadModel, type StoredRunEvent } from '@agentrun/persistence';
 import { contextOfTraceparent, inSpanSync, tracingState } from '@agentrun/telemetry';
 import { SpanKind } from '@opentelemetry/api';
@@ -8,6 +8,7 @@ import { PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { Request, Response } from 'express';
 import type { GatewayConfig } from './config';
 import { LiveEventsHub } from './live-events.hub';
+import { LiveTokensHub } from './live-tokens.hub';
 import { ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { newErrorId, ProblemException } from './problem';
@@ -41,6 +42,11 @@ function frame(event: RunEventEnvelope): string {
   return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(publicEvent(event))}\n\n`;
 }
 
+/** A model reply delta: no `id`, so a client's Last-Event-ID stays the last seq it had. */
+export function tokenFrame({ run_id, step, attempt, index, delta }: RunTokenDelta): string {
+  return `event: token\ndata: ${JSON.stringify({ run_id, step, attempt, index, delta })}\n\n`;
+}
+
 @ApiTags('runs')
 @ApiOrgScoped()
 @Controller('runs')
@@ -53,13 +59,15 @@ export class RunEventsController {
   constructor(
     private readonly readModel: ReadModel,
     private readonly hub: LiveEventsHub,
+    private readonly tokens: LiveTokensHub,
     @Inject(PLATFORM_CONFIG) private readonly config: GatewayConfig,
   ) {}
 
   /**
    * The run's events as SSE, resuming after `Last-Event-ID` (or `after`). Only the contiguous
    * prefix of seqs is sent, so a reconnect never skips or repeats one; frames are pushed when the
-   * projector commits, never polled.
+   * projector commits, never polled. Model replies stream in between as `token` frames without an id
+   * (from the run-tokens topic, live only: a reconnect does not send the ones it missed).
    */
   @Get(':id/events')
   @ApiOperation({ summary: "The run's events as server-sent events, resumable" })
@@ -77,7 +85,7 @@ export class RunEventsController {
           required: ['data'],
           properties: {
             id: { type: 'string', pattern: '^[0-9]+$', description: 'the seq' },
-            event: { type: 'string', description: 'the run event type, or `end` (data `{run_id, last_seq}`) or `error` (data `{error_id}`: the stream failed, the error is logged under that id; resume with Last-Event-ID)' },
+            event: { type: 'string', description: 'the run event type, or `token` (no `id`; data `{run_id, step, attempt, index, delta}`: a piece of a model reply as it is written, live only; the deltas of one step and attempt in index order make its reply, and a newer attempt replaces an older one), or `end` (data `{run_id, last_seq}`) or `error` (data `{error_id}`: the stream failed, the error is logged under that id; resume with Last-Event-ID)' },
             data: { type: 'string', description: 'JSON: the run event' },
           },
         },
@@ -123,6 +131,7 @@ export class RunEventsController {
       closed = true;
       clearInterval(keepalive);
       unsubscribe();
+      untokens();
       slot.release();
       res.end();
     };
@@ -207,6 +216,9 @@ export class RunEventsController {
         send(events);
       },
       fail,
+    });
+    const untokens = this.tokens.subscribe(org, runId, (delta) => {
+      if (!closed) res.write(tokenFrame(delta));
     });
     const keepalive = setInterval(() => res.write(`: keepalive\n\n`), this.config.SSE_KEEPALIVE_SECONDS * 1000);
     res.on('close', finish);

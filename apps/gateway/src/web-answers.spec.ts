@@ -8,6 +8,7 @@ import type { AddressInfo } from 'node:net';
 import { loadGatewayConfig } from './config';
 import { GatewayModule } from './gateway.module';
 import { LiveEventsHub } from './live-events.hub';
+import { LiveTokensHub } from './live-tokens.hub';
 
 /**
  * The gateway module on the real router, its clients inert: the read model's queries throw (an error
@@ -30,6 +31,8 @@ describe('the answers the guard and the exception filter give', () => {
       .overrideProvider(Temporal)
       .useValue({})
       .overrideProvider(LiveEventsHub)
+      .useValue({})
+      .overrideProvider(LiveTokensHub)
       .useValue({})
       .overrideProvider(TokenStore)
       .useValue({ identify: async (token: string) => (token === TOKEN ? { id: 'tok_1', org: 'acme', subject: null } : undefined) })

@@ -1,7 +1,7 @@
 /**
  * The HTTP plumbing both model servers share (the scripted one in model-server.ts and the real one in
- * real/server.ts): the capped body read, JSON replies, the OpenAI-style error body, a message's text, and
- * listening.
+ * real/server.ts): the capped body read, JSON replies, the OpenAI-style error body, the server-sent-event
+ * frames of a streamed completion, a message's text, and listening.
  * Only `node:http` types are imported, so real/protocol.ts stays free of Node values.
  */
 import type { IncomingMessage, Server, ServerResponse } from 'node:http';
@@ -40,6 +40,61 @@ export function sendJson(res: ServerResponse, status: number, body: unknown, hea
 /** An error as OpenAI writes it: `{ error: { message, type, param, code } }`. */
 export function errorBody(message: string, type: string, param: string | null = null, code: string | null = null): { error: { message: string; type: string; param: string | null; code: string | null } } {
   return { error: { message, type, param, code } };
+}
+
+/** What every chunk of one streamed completion carries. */
+export interface ReplyMeta {
+  id: string;
+  /** Unix seconds. */
+  created: number;
+  model: string;
+}
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+}
+
+/** One piece of a tool call in a chunk's `delta.tool_calls`: `id`, `type` and the function's name come in its first piece only. */
+export interface ToolCallDelta {
+  index: number;
+  id?: string;
+  type?: 'function';
+  function: { name?: string; arguments: string };
+}
+
+/**
+ * The frames of one streamed completion, in order: `first()` (the assistant role), `text()` per piece of
+ * content, `toolCall()` per piece of a tool call, `finish()` (an empty delta with the finish reason),
+ * `usage()` when the request asked for it, then `done()`. With `include_usage`, every chunk before the usage
+ * chunk carries `usage: null`, as OpenAI does.
+ */
+export function streamFrames(meta: ReplyMeta, includeUsage: boolean) {
+  const chunk = (delta: Record<string, unknown>, finish: string | null) =>
+    sseFrame({
+      id: meta.id,
+      object: 'chat.completion.chunk',
+      created: meta.created,
+      model: meta.model,
+      choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }],
+      ...(includeUsage ? { usage: null } : {}),
+    });
+  return {
+    first: () => chunk({ role: 'assistant', content: '' }, null),
+    text: (content: string) => chunk({ content }, null),
+    toolCall: (piece: ToolCallDelta) => chunk({ tool_calls: [piece] }, null),
+    finish: (finish: string) => chunk({}, finish),
+    usage: (usage: Usage) => sseFrame({ id: meta.id, object: 'chat.completion.chunk', created: meta.created, model: meta.model, choices: [], usage }),
+    /** An error after the 200 went out: the stream can only say so in a frame of its own. */
+    error: (message: string, type: string) => sseFrame(errorBody(message, type)),
+    done: () => 'data: [DONE]\n\n',
+  };
+}
+
+function sseFrame(data: unknown): string {
+  // JSON.stringify never writes a raw newline, so one `data:` line is always the whole event.
+  return `data: ${JSON.stringify(data)}\n\n`;
 }
 
 /**

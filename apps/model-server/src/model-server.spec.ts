@@ -260,6 +260,167 @@ describe('chat client against the deterministic model server', () => {
   });
 });
 
+describe('streaming (stream: true)', () => {
+  let server: ModelServer;
+  const client = (model = 'scripted') => createChatClient({ baseUrl: server.url, model, timeoutMs: 5000 });
+  const plainBody = async (body: Record<string, unknown>) => (await fetch(`${server.url}/chat/completions`, post(body))).json() as Promise<Completion>;
+
+  beforeEach(async () => {
+    server = await startModelServer({ port: 0 });
+  });
+  afterEach(() => server.close());
+
+  it('sends the reply as chunks: the role, the content word by word, the finish reason, the usage it reports unstreamed, [DONE]', async () => {
+    const request = { model: 'scripted', messages: goal('no tools here') };
+    const plain = await plainBody(request);
+    const res = await fetch(`${server.url}/chat/completions`, post({ ...request, stream: true, stream_options: { include_usage: true } }));
+    expect(res.status).toBe(200);
+    expect(res.headers.get('content-type')).toBe('text/event-stream');
+    const events = eventsOf(await res.text());
+    expect(events.pop()).toBe('[DONE]');
+    const chunks = events as Chunk[];
+    for (const chunk of chunks) expect(chunk).toMatchObject({ id: chunks[0].id, object: 'chat.completion.chunk', created: 0, model: 'scripted' });
+    expect(chunks[0].id).toMatch(/^chatcmpl-/);
+
+    const [first, ...rest] = chunks;
+    const usage = rest.pop()!;
+    const finish = rest.pop()!;
+    expect(first.choices).toEqual([{ index: 0, delta: { role: 'assistant', content: '' }, finish_reason: null, logprobs: null }]);
+    const pieces = rest.map((c) => c.choices[0].delta.content!);
+    expect(pieces.length).toBeGreaterThan(3);
+    for (const piece of pieces) expect(piece).toMatch(/^\S+\s*$/);
+    expect(pieces.join('')).toBe(plain.choices[0].message.content);
+    expect(finish.choices).toEqual([{ index: 0, delta: {}, finish_reason: 'stop', logprobs: null }]);
+    expect(usage).toMatchObject({ choices: [], usage: plain.usage });
+    expect(rest.every((c) => c.usage === null)).toBe(true);
+
+    // Without include_usage: no usage chunk, and no `usage` member on the others.
+    const bare = eventsOf(await (await fetch(`${server.url}/chat/completions`, post({ ...request, stream: true }))).text());
+    expect(bare).toHaveLength(chunks.length);
+    expect(bare.slice(0, -1).every((c) => !('usage' in (c as Chunk)))).toBe(true);
+  });
+
+  it('sends tool calls as pieces, id and name first, whose arguments join back to the unstreamed call', async () => {
+    const request = { model: 'scripted', messages: goal('find the memory leak'), tools: TOOLS };
+    const plain = await plainBody(request);
+    const events = eventsOf(await (await fetch(`${server.url}/chat/completions`, post({ ...request, stream: true }))).text());
+    const deltas = (events.slice(1, -1) as Chunk[]).map((c) => c.choices[0]);
+    expect(deltas.pop()).toEqual({ index: 0, delta: {}, finish_reason: 'tool_calls', logprobs: null });
+    const pieces = deltas.flatMap((d) => d.delta.tool_calls!);
+    const calls: { id: string; type: string; function: { name: string; arguments: string } }[] = [];
+    for (const piece of pieces) {
+      if (piece.id !== undefined) {
+        expect(piece).toEqual({ index: calls.length, id: expect.any(String), type: 'function', function: { name: expect.any(String), arguments: '' } });
+        calls.push({ id: piece.id, type: 'function', function: { name: piece.function.name!, arguments: '' } });
+      } else {
+        expect(piece).toEqual({ index: calls.length - 1, function: { arguments: expect.any(String) } });
+        calls[piece.index].function.arguments += piece.function.arguments;
+      }
+    }
+    expect(pieces.length).toBeGreaterThan(calls.length * 2);
+    expect(calls).toEqual(plain.choices[0].message.tool_calls);
+  });
+
+  it('is deterministic, and answers errors as plain JSON with their status, as without a stream', async () => {
+    const request = { model: 'scripted', messages: goal('find the memory leak'), tools: TOOLS, stream: true, stream_options: { include_usage: true } };
+    const raw = async () => (await fetch(`${server.url}/chat/completions`, post(request))).text();
+    const first = await raw();
+    expect(await raw()).toBe(first);
+
+    const limited = await fetch(`${server.url}/chat/completions`, post({ ...request, model: 'scripted-429' }));
+    expect(limited.status).toBe(429);
+    expect(limited.headers.get('content-type')).toBe('application/json');
+    expect(limited.headers.get('retry-after')).toBe('1');
+    expect(await limited.json()).toMatchObject({ error: { type: 'rate_limit_error', code: 'rate_limit_exceeded' } });
+    const broken = await fetch(`${server.url}/chat/completions`, post({ ...request, model: 'scripted-always_500' }));
+    expect([broken.status, broken.headers.get('content-type')]).toEqual([500, 'application/json']);
+  });
+
+  it('refuses a stream or stream_options of the wrong type with a 400', async () => {
+    const base = { model: 'scripted', messages: goal('hi') };
+    const cases: [Record<string, unknown>, string][] = [
+      [{ stream: 'yes' }, "'stream' must be a boolean"],
+      [{ stream: true, stream_options: 5 }, "'stream_options' must be an object"],
+      [{ stream: true, stream_options: { include_usage: 'yes' } }, "'stream_options.include_usage' must be a boolean"],
+      [{ stream_options: { include_usage: true } }, "'stream_options' is only allowed with 'stream: true'"],
+    ];
+    for (const [extra, message] of cases) {
+      const res = await fetch(`${server.url}/chat/completions`, post({ ...base, ...extra }));
+      expect({ extra, status: res.status, body: await res.json() }).toEqual({ extra, status: 400, body: { error: expect.objectContaining({ message, type: 'invalid_request_error' }) } });
+    }
+  });
+
+  it('the client gets the same reply streamed as not, its deltas joining into the content', async () => {
+    const messages = goal('find the memory leak');
+    const requests = [
+      { messages: goal('no tools here') },
+      { messages, tools: TOOLS },
+      { messages: goal('look it up [scenario:malformed_args]'), tools: TOOLS },
+      { messages: goal('write an essay [scenario:length]'), max_tokens: 5 },
+      { messages: goal('What is the capital of Peru? [answer:  Lima, the City of Kings ]') },
+    ];
+    for (const request of requests) {
+      const deltas: string[] = [];
+      const streamed = await client().complete(request, undefined, { onDelta: (delta) => void deltas.push(delta) });
+      const plain = await client().complete(request);
+      expect(streamed).toEqual(plain);
+      expect(deltas.join('')).toBe(plain.content ?? '');
+    }
+  });
+
+  it('rate_limited streams nothing: the 429 is rate_limited with its retryAfterMs, then the reply streams', async () => {
+    const request = { messages: goal('summarise the notes [scenario:429]'), tools: TOOLS };
+    const stream = { onDelta: () => undefined };
+    for (let attempt = 1; attempt <= 2; attempt++) {
+      expect(await failure(client().complete(request, undefined, stream))).toMatchObject({ kind: 'rate_limited', status: 429, retryAfterMs: 1000 });
+    }
+    expect((await client().complete(request, undefined, stream)).finish_reason).toBe('tool_calls');
+  });
+
+  it('[pace:MS] spaces the chunks, so the first delta comes well before the reply ends; a slow delay comes before it', async () => {
+    const paceMs = 40;
+    const started = performance.now();
+    const deltas: { at: number; text: string }[] = [];
+    const reply = await client().complete({ messages: goal(`no tools here [scenario:slow] [delay:100] [pace:${paceMs}]`) }, undefined, {
+      onDelta: (text) => void deltas.push({ at: performance.now(), text }),
+    });
+    const ended = performance.now();
+    expect(deltas.map((d) => d.text).join('')).toBe(reply.content);
+    // After the first piece of content: the other pieces, the finish chunk, the usage chunk and [DONE], a pause before each.
+    expect(ended - deltas[0].at).toBeGreaterThanOrEqual(paceMs * deltas.length);
+    // The delay, then a pause before the first piece (timers may fire a millisecond early by the clock).
+    expect(deltas[0].at - started).toBeGreaterThanOrEqual(100 + paceMs - 5);
+  });
+
+  it('close() drops a paced stream under way', async () => {
+    const res = await fetch(`${server.url}/chat/completions`, post({ model: 'scripted', messages: goal('never finished [pace:60000]'), stream: true }));
+    expect(res.status).toBe(200);
+    await server.close();
+    await expect(res.text()).rejects.toThrow();
+  });
+});
+
+type Completion = { choices: { message: { content: string | null; tool_calls?: unknown[] } }[]; usage: unknown };
+
+interface Chunk {
+  id: string;
+  choices: { index: number; delta: { content?: string; tool_calls?: { index: number; id?: string; function: { name?: string; arguments: string } }[] } }[];
+  usage?: unknown;
+}
+
+/** The events of a server-sent-event body: each `data:` line's JSON, `[DONE]` as it is. */
+function eventsOf(body: string): unknown[] {
+  expect(body.endsWith('\n\n')).toBe(true);
+  return body
+    .slice(0, -2)
+    .split('\n\n')
+    .map((event) => {
+      expect(event).toMatch(/^data: /);
+      const data = event.slice('data: '.length);
+      return data === '[DONE]' ? data : (JSON.parse(data) as unknown);
+    });
+}
+
 function post(body: unknown): RequestInit {
   return { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body) };
 }

@@ -6,6 +6,15 @@
  * Routes: `POST /v1/chat/completions` (and `/chat/completions`), `GET /v1/models` (and `/models`),
  * `GET /healthz`.
  *
+ * `stream: true` (with `stream_options.include_usage`) answers a completion as OpenAI streams it
+ * (`text/event-stream`): a chunk with the assistant role, the content word by word (each word with the
+ * whitespace after it, so the pieces join back to the non-streaming `content` exactly), each tool call as
+ * `delta.tool_calls` pieces (`id`, `type` and name first, then its `arguments` word by word), a chunk with
+ * the finish reason, the usage chunk when asked for (the usage the non-streaming reply reports), then
+ * `data: [DONE]`. An error is a JSON reply with its status whether or not a stream was asked for, as OpenAI
+ * answers. `[pace:MS]` in the last user message waits MS ms (at most 120000) between the chunks of a stream,
+ * so a client sees its first token before the whole reply; it changes nothing without `stream: true`.
+ *
  * The scenario comes from a `[scenario:NAME]` directive in the text of the LAST user message, else from the
  * model name (`scripted` = `agent`, `scripted-NAME`, e.g. `scripted-429`), see `SCENARIOS` and `ALIASES`.
  *
@@ -21,7 +30,8 @@
  * - The key's failures, every time, as providers send them: `unauthorized` 401 (`invalid_api_key`), `forbidden`
  *   403, `quota_exhausted` 429 with `insufficient_quota` (a spent budget, not a rate limit), `payment_required` 402.
  * - `length`: a truncated answer (`max_tokens` words, default 8) with `finish_reason: 'length'`.
- * - `slow`: the `agent` reply after `[delay:MS]` ms (default 2000, at most 120000).
+ * - `slow`: the `agent` reply after `[delay:MS]` ms (default 2000, at most 120000); streamed, the delay
+ *   comes before the first byte and `[pace:MS]` between the chunks after it.
  *
  * Eval rules (eval-rules.ts) decide the reply wherever a scenario would give the `agent` reply, so they compose
  * with the failures: `rate_limited` fails twice, then answers by them. First match wins:
@@ -40,7 +50,7 @@
  */
 import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
-import { errorBody, listen, MAX_BODY_BYTES, messageText, methodNotAllowed, readBody, routePath, sendJson } from './http';
+import { errorBody, listen, MAX_BODY_BYTES, messageText, methodNotAllowed, readBody, routePath, sendJson, streamFrames, type ReplyMeta, type Usage } from './http';
 import { agentAnswer, agentCall, answerDirective, generateAnswer, judge, readGrading, shippedCase, shippedCases, type Grading } from './eval-rules';
 
 export const SCENARIOS = [
@@ -93,7 +103,7 @@ export interface ModelServer {
   readonly port: number;
   /** Chat-completion requests received so far (including those answered with an error). */
   readonly requests: number;
-  /** Stops listening, drops open connections and pending delayed replies. Idempotent. */
+  /** Stops listening, drops open connections and pending delayed or paced replies. Idempotent. */
   close(): Promise<void>;
 }
 
@@ -115,15 +125,34 @@ export async function startModelServer(options: ModelServerOptions = {}): Promis
           return sendJson(res, 413, errorBody(`the request body is larger than ${MAX_BODY_BYTES} bytes`, 'invalid_request_error', null, 'request_too_large'));
         }
         const reply = respond(body, attempts);
-        if (reply.delayMs === undefined) return sendJson(res, reply.status, reply.body, reply.headers);
-        const timer = setTimeout(() => {
-          pending.delete(timer);
-          sendJson(res, reply.status, reply.body, reply.headers);
-        }, reply.delayMs);
-        pending.add(timer);
+        // A reply waits on one timer at a time (the `slow` delay, then each pause of a paced stream), which
+        // goes when the client does or the server closes.
+        let timer: NodeJS.Timeout | undefined;
+        const after = (ms: number, then: () => void): void => {
+          if (ms <= 0) return then();
+          const current = setTimeout(() => {
+            pending.delete(current);
+            then();
+          }, ms);
+          pending.add(current);
+          timer = current;
+        };
         res.on('close', () => {
+          if (timer === undefined) return;
           clearTimeout(timer);
           pending.delete(timer);
+        });
+        after(reply.delayMs ?? 0, () => {
+          if ('body' in reply) return sendJson(res, reply.status, reply.body, reply.headers);
+          const { events, paceMs } = reply;
+          res.writeHead(reply.status, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+          if (paceMs <= 0) return void res.end(events.join(''));
+          const write = (i: number): void => {
+            if (i === events.length - 1) return void res.end(events[i]);
+            res.write(events[i]);
+            after(paceMs, () => write(i + 1));
+          };
+          write(0);
         });
       }, () => res.destroy());
       return;
@@ -172,12 +201,11 @@ export function modelNames(): string[] {
 
 type Json = null | boolean | number | string | Json[] | { [key: string]: Json };
 
-interface Reply {
-  status: number;
-  body: Json;
-  headers?: Record<string, string>;
-  delayMs?: number;
-}
+type Reply = { status: number; headers?: Record<string, string>; delayMs?: number } & (
+  | { body: Json }
+  /** A completion asked for with `stream: true`: its server-sent events, written `paceMs` apart. */
+  | { events: string[]; paceMs: number }
+);
 
 const invalid = (message: string): Reply => ({ status: 400, body: errorBody(message, 'invalid_request_error') });
 
@@ -209,6 +237,9 @@ interface Request {
   messages: Message[];
   tools: OfferedTool[];
   max_tokens?: number;
+  stream: boolean;
+  /** `stream_options.include_usage`: a last chunk carries the usage. */
+  includeUsage: boolean;
 }
 
 const ROLES = new Set(['system', 'developer', 'user', 'assistant', 'tool']);
@@ -242,6 +273,9 @@ function respond(text: string, attempts: Map<string, number>): Reply {
 
   const fingerprint = sha256(canonical((raw as { messages: unknown }).messages));
   const replyId = `chatcmpl-${sha256(canonical(raw)).slice(0, 24)}`;
+  const pace = /\[pace:(\d+)\]/i.exec(directives)?.[1];
+  const paceMs = Math.min(Number(pace ?? 0), MAX_DELAY_MS);
+  const complete = (turn: Turn) => completion(request, replyId, turn, paceMs);
 
   switch (scenario) {
     case 'rate_limited':
@@ -260,7 +294,7 @@ function respond(text: string, attempts: Map<string, number>): Reply {
             }
           : { status: 500, body: errorBody(`scripted server error (attempt ${attempt} of this conversation)`, 'server_error') };
       }
-      return completion(request, replyId, scriptedTurn(request, fingerprint, grading));
+      return complete(scriptedTurn(request, fingerprint, grading));
     }
     case 'always_500':
       return { status: 500, body: errorBody('scripted server error (always)', 'server_error') };
@@ -275,17 +309,17 @@ function respond(text: string, attempts: Map<string, number>): Reply {
     case 'payment_required':
       return { status: 402, body: errorBody('the budget of this key is spent (scripted)', 'billing_error', null, 'budget_exceeded') };
     case 'malformed_args':
-      if (toolResults(request) === 0) return completion(request, replyId, malformedTurn(request, fingerprint));
-      return completion(request, replyId, scriptedTurn(request, fingerprint, grading));
+      if (toolResults(request) === 0) return complete(malformedTurn(request, fingerprint));
+      return complete(scriptedTurn(request, fingerprint, grading));
     case 'length':
-      return completion(request, replyId, lengthTurn(request));
+      return complete(lengthTurn(request));
     case 'slow': {
       const delay = /\[delay:(\d+)\]/i.exec(directives)?.[1];
       const delayMs = Math.min(delay === undefined ? DEFAULT_DELAY_MS : Number(delay), MAX_DELAY_MS);
-      return { ...completion(request, replyId, scriptedTurn(request, fingerprint, grading)), delayMs };
+      return { ...complete(scriptedTurn(request, fingerprint, grading)), delayMs };
     }
     case 'agent':
-      return completion(request, replyId, scriptedTurn(request, fingerprint, grading));
+      return complete(scriptedTurn(request, fingerprint, grading));
   }
 }
 
@@ -311,7 +345,6 @@ function scenarioOfModel(model: string): Scenario | undefined {
 function readRequest(raw: unknown): Request | string {
   if (!isObject(raw)) return 'the request body must be a JSON object';
   if (typeof raw.model !== 'string' || raw.model === '') return "'model' must be a non-empty string";
-  if (raw.stream === true) return "'stream: true' is not supported by this server";
   if (!Array.isArray(raw.messages) || raw.messages.length === 0) return "'messages' must be a non-empty array";
   const messages: Message[] = [];
   for (const [i, m] of (raw.messages as unknown[]).entries()) {
@@ -349,7 +382,16 @@ function readRequest(raw: unknown): Request | string {
       tools.push({ name: fn.name, ...(isObject(fn.parameters) ? { parameters: fn.parameters } : {}) });
     }
   }
-  const request: Request = { model: raw.model, messages, tools };
+  if (raw.stream !== undefined && raw.stream !== null && typeof raw.stream !== 'boolean') return "'stream' must be a boolean";
+  let includeUsage = false;
+  if (raw.stream_options !== undefined && raw.stream_options !== null) {
+    if (raw.stream !== true) return "'stream_options' is only allowed with 'stream: true'";
+    if (!isObject(raw.stream_options)) return "'stream_options' must be an object";
+    const include = raw.stream_options.include_usage;
+    if (include !== undefined && typeof include !== 'boolean') return "'stream_options.include_usage' must be a boolean";
+    includeUsage = include === true;
+  }
+  const request: Request = { model: raw.model, messages, tools, stream: raw.stream === true, includeUsage };
   if (raw.max_tokens !== undefined && raw.max_tokens !== null) {
     if (typeof raw.max_tokens !== 'number' || !Number.isInteger(raw.max_tokens) || raw.max_tokens < 1) {
       return "'max_tokens' must be a positive integer";
@@ -473,11 +515,13 @@ function callId(fingerprint: string, index: number): string {
   return `call_${fingerprint.slice(0, 16)}_${index}`;
 }
 
-function completion(request: Request, id: string, turn: Turn): Reply {
-  const message: Record<string, Json> = { role: 'assistant', content: turn.content };
-  if (turn.tool_calls.length) message.tool_calls = turn.tool_calls as unknown as Json[];
+function completion(request: Request, id: string, turn: Turn, paceMs: number): Reply {
   const prompt = request.messages.reduce((n, m) => n + words(m.text) + m.tool_calls.reduce((k, c) => k + callWords(c), 0), 0);
   const completionTokens = words(turn.content ?? '') + turn.tool_calls.reduce((k, c) => k + callWords(c), 0);
+  const usage = { prompt_tokens: prompt, completion_tokens: completionTokens, total_tokens: prompt + completionTokens };
+  if (request.stream) return { status: 200, events: streamedTurn({ id, created: 0, model: request.model }, turn, usage, request.includeUsage), paceMs };
+  const message: Record<string, Json> = { role: 'assistant', content: turn.content };
+  if (turn.tool_calls.length) message.tool_calls = turn.tool_calls as unknown as Json[];
   return {
     status: 200,
     body: {
@@ -486,9 +530,30 @@ function completion(request: Request, id: string, turn: Turn): Reply {
       created: 0,
       model: request.model,
       choices: [{ index: 0, message, finish_reason: turn.finish_reason, logprobs: null }],
-      usage: { prompt_tokens: prompt, completion_tokens: completionTokens, total_tokens: prompt + completionTokens },
+      usage,
     },
   };
+}
+
+/** The turn as the events of a stream (see the header): the same content, tool calls, finish reason and usage. */
+function streamedTurn(meta: ReplyMeta, turn: Turn, usage: Usage, includeUsage: boolean): string[] {
+  const frames = streamFrames(meta, includeUsage);
+  return [
+    frames.first(),
+    ...pieces(turn.content ?? '').map(frames.text),
+    ...turn.tool_calls.flatMap((call, index) => [
+      frames.toolCall({ index, id: call.id, type: 'function', function: { name: call.function.name, arguments: '' } }),
+      ...pieces(call.function.arguments).map((args) => frames.toolCall({ index, function: { arguments: args } })),
+    ]),
+    frames.finish(turn.finish_reason),
+    ...(includeUsage ? [frames.usage(usage)] : []),
+    frames.done(),
+  ];
+}
+
+/** A text in the pieces a stream sends: each word with the whitespace after it (leading whitespace alone), joining back to the text. */
+function pieces(text: string): string[] {
+  return text.match(/^\s+|\S+\s*/g) ?? [];
 }
 
 function words(text: string): number {

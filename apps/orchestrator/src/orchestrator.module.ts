@@ -10,17 +10,17 @@ import { TemporalWorkers } from './temporal-workers';
 
 /**
  * The orchestrator's providers for the roles it runs (ORCHESTRATOR_ROLES), and only those: a
- * `workflows`-only process opens no Postgres pool, a `cpu-tools`-only one no Kafka client.
+ * `workflows`-only process opens no Postgres pool.
  *
  * - commands: the Kafka command consumer, which starts and steers workflows (Temporal client, Postgres ledger, Kafka);
  * - workflows: the workflow worker and the event publisher beside it (Kafka);
- * - cpu-tools: the CPU tool lane (Postgres for the effect ledger and leases).
+ * - cpu-tools: the CPU tool lane (Postgres for the effect ledger and leases; Kafka for the deltas its model calls stream).
  */
-/** The topics each role reads or writes: commands, their outcomes and the DLQ; the run events it publishes. */
+/** The topics each role reads or writes: commands, their outcomes and the DLQ; the run events it publishes; model reply deltas. */
 const ROLE_TOPICS: Record<OrchestratorRole, string[]> = {
   commands: [TOPICS.commands, TOPICS.commandResults, TOPICS.commandsDlq],
   workflows: [TOPICS.runEvents],
-  'cpu-tools': [],
+  'cpu-tools': [TOPICS.runTokens],
 };
 
 function topicsOf(roles: ReadonlySet<OrchestratorRole>): string[] {
@@ -35,7 +35,7 @@ export class OrchestratorModule {
     const workers = roles.has('workflows') || roles.has('cpu-tools');
     const needs = {
       database: commands || roles.has('cpu-tools'),
-      kafka: commands || roles.has('workflows'),
+      kafka: commands || roles.has('workflows') || roles.has('cpu-tools'),
     };
     const checks: Type<unknown>[] = [
       ...(needs.database ? [Database] : []),

@@ -1,17 +1,19 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
-import { carriedEventsInterceptor, createAgentActivities, StalledCarriers, createCaseSource, createChatClient, createPublishActivities, CPU_TOOLS, RunEventPublisher, type PublishDeps } from '@agentrun/activities';
+import { carriedEventsInterceptor, createAgentActivities, type TokenSink, StalledCarriers, createCaseSource, createChatClient, createPublishActivities, CPU_TOOLS, RunEventPublisher, type PublishDeps } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
-import { hostLanesFor, lanesFor } from '@agentrun/contracts';
+import { hostLanesFor, lanesFor, TOPICS } from '@agentrun/contracts';
 import { BudgetLedger, EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, runEventPublishing, temporalCarrierReader, type LaneWorkerOptions, type WorkerPool } from '@agentrun/runtime';
 import type { InjectedSinks } from '@temporalio/worker';
 import type { RunEventSinks } from '@agentrun/workflows';
+import { processMetrics } from '@agentrun/telemetry';
 import type { OrchestratorConfig } from './config';
 
 /**
  * The roles that poll Temporal: `workflows` runs workflow code (with the event publisher beside it) on
- * the `agent-workflows` lane, `cpu-tools` runs the CPU tools on `cpu-tools`. The module provides Kafka
- * only with `workflows` and Postgres only with `cpu-tools` (or `commands`), so each is optional here.
+ * the `agent-workflows` lane, `cpu-tools` runs the CPU tools and model calls on `cpu-tools`. The module
+ * provides Postgres only with `cpu-tools` (or `commands`), so it is optional here; Kafka is optional
+ * for the unit tests that make this class without it.
  */
 @Injectable()
 export class TemporalWorkers extends LaneWorkers {
@@ -29,6 +31,7 @@ export class TemporalWorkers extends LaneWorkers {
   }
 
   private readonly carrierLog = new Logger('CarriedRunEvents');
+  private readonly tokenLog = new Logger('RunTokens');
 
   private publishing?: PublishDeps;
 
@@ -108,15 +111,35 @@ export class TemporalWorkers extends LaneWorkers {
       prices: this.config.AGENTRUN_MODEL_PRICES,
       budgets: new BudgetLedger(db.dataSource),
       maxTokens: this.config.AGENTRUN_MODEL_MAX_TOKENS,
+      ...(this.kafka ? { tokens: tokenSinkOf(this.kafka, this.tokenLog) } : {}),
       ...(host ? { placement: { host, lanes: hostLanesFor(prefix, host) } } : {}),
     });
     // The run events a call carries are published before it runs, where this process has Kafka.
-    const carrier = this.kafka ? { interceptors: { activity: [carriedEventsInterceptor(this.publishDeps(this.kafka), (m) => this.carrierLog.warn(m))] } } : {};
+    // (A `cpu-tools`-only process has Kafka for its model calls' deltas, not to publish run events.)
+    const roles = this.config.ORCHESTRATOR_ROLES;
+    const publishes = roles.has('workflows') || roles.has('commands');
+    const carrier = this.kafka && publishes ? { interceptors: { activity: [carriedEventsInterceptor(this.publishDeps(this.kafka), (m) => this.carrierLog.warn(m))] } } : {};
     return [
       { taskQueue: lanesFor(prefix).cpuTools, activities, ...carrier },
       ...(host ? [{ taskQueue: hostLanesFor(prefix, host).cpuTools, activities, ...carrier }] : []),
     ];
   }
+}
+
+/** Model reply deltas onto `agentrun.run-tokens.v1`, keyed by run id; a failed send is logged at most once a minute. */
+function tokenSinkOf(kafka: Kafka, log: Logger): { sink: TokenSink; onError: (err: unknown, dropped: number) => void } {
+  const topic = kafka.topic(TOPICS.runTokens);
+  const droppedDeltas = processMetrics().runTokensDropped();
+  let lastLogged = 0;
+  return {
+    sink: { send: (deltas) => kafka.bus.sendLive(topic, deltas.map((d) => ({ key: d.run_id, value: JSON.stringify(d) }))) },
+    onError: (err, dropped) => {
+      droppedDeltas.inc(dropped);
+      if (Date.now() - lastLogged < 60_000) return;
+      lastLogged = Date.now();
+      log.warn(`model reply deltas dropped (live only; the step's event keeps the whole reply): ${(err as Error)?.message ?? String(err)}`);
+    },
+  };
 }
 
 function required<T>(provider: T | undefined, what: string, role: string): T {

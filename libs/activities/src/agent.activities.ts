@@ -15,6 +15,7 @@ import { toolSpecsFor } from './tool-specs';
 import { BadArguments, type Tool } from './tools';
 import { Workspace } from './workspace';
 import { usageOf, worstCaseOf } from './usage';
+import { TokenStream, type TokenSink } from './token-stream';
 import type { ModelPrices } from '@agentrun/config';
 
 export interface AgentActivityDeps {
@@ -49,6 +50,11 @@ export interface AgentActivityDeps {
   budgets?: Pick<BudgetLedger, 'reserve' | 'settle' | 'release'>;
   /** The completion tokens a model call may produce (its `max_tokens`, and its worst case). */
   maxTokens?: number;
+  /**
+   * Where model calls stream their replies as they are written (`agentrun.run-tokens.v1`); without it a
+   * call asks for the whole reply at once. `onError` hears of deltas that could not be sent.
+   */
+  tokens?: { sink: TokenSink; onError: (err: unknown, dropped: number) => void };
 }
 
 /** A model call's completion limit when the deployment sets none. */
@@ -211,11 +217,14 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
             throw ApplicationFailure.create({ message: budgetMessage(reserved.shortfall), type: BUDGET_EXHAUSTED, nonRetryable: true, details: [reserved.shortfall] });
           }
         }
+        // The reply as it is written, for live readers: numbered per attempt, so a retry's deltas replace the last one's.
+        const tokens = deps.tokens && new TokenStream(deps.tokens.sink, { org: call.org, run_id: call.run_id, step: stepOfKey(call.key) ?? 0, attempt }, deps.tokens.onError);
         let reply;
         try {
           reply = await chat.complete(
             { messages: call.messages as ChatMessage[], max_tokens: maxTokens, ...(call.tools.length ? { tools: toolSpecsFor(call.tools) } : {}) },
             Context.current().cancellationSignal,
+            tokens && { onDelta: (delta) => tokens.push(delta) },
           );
         } catch (err) {
           if (!(err instanceof ChatError)) throw err;
@@ -229,6 +238,9 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
             type: `Model_${err.kind}`,
             ...(err.retryAfterMs !== undefined ? { nextRetryDelay: err.retryAfterMs } : {}),
           });
+        } finally {
+          // Every delta sent before the call's result is recorded (and its step's event published).
+          await tokens?.close();
         }
         const usage = usageOf(call, reply, chat.model, prices);
         await deps.budgets?.settle(call.key, usage.prompt_tokens + usage.completion_tokens, usage.cost_usd);

@@ -9,3 +9,4 @@ export * from './eval.activities';
 export * from './eval-cases';
 export * from './stalled-carriers';
 export * from './usage';
+export * from './token-stream';

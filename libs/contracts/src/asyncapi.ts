@@ -3,6 +3,7 @@ import { EVAL_STATE_SCHEMA, AGENT_STATE_SCHEMA, RUN_EVENT_DESCRIPTIONS, RUN_EVEN
 import { COMMAND_KEY_ID_HEADER, COMMAND_SIGNATURE_HEADER, MAX_COMMAND_BYTES, ORG_PATTERN, RUN_EVENT_SIGNATURE_HEADERS, RUN_ID_PATTERN, TOPICS } from './names';
 import { COMMAND_OUTCOME_SCHEMA, DLQ_RECORD_SCHEMA } from './outcomes';
 import { RUN_STATE_RECORD_SCHEMA } from './run-state';
+import { RUN_TOKEN_DELTA_SCHEMA } from './tokens';
 import { plainSchema } from './schema';
 
 const KAFKA_BINDING = '0.5.0';
@@ -78,6 +79,7 @@ export function asyncApiDocument(): Record<string, unknown> {
       runEvents: channel(TOPICS.runEvents, 'Run events, seq 1, 2, 3, ... per run. Readers ignore types they do not know.', Object.fromEntries(RUN_EVENT_TYPES.map((type) => [type, eventMessageName(type)]))),
       runEventsDlq: channel(TOPICS.runEventsDlq, 'Run events the projector could not verify or read.', { dlqRecord: 'dlqRecord' }),
       runState: channel(TOPICS.runState, 'The latest state of each run, published by the projector after every commit. Compacted: the newest record per key stays.', { runState: 'runStateRecord' }, true),
+      runTokens: channel(TOPICS.runTokens, "Model replies as they are written, keyed by run id: live only, never stored; the step's `step_completed` records the whole message.", { runToken: 'runTokenDelta' }),
     },
     operations: {
       receiveCommand: operation('receive', 'commands', ['command'], 'The orchestrator reads each command once per command id.'),
@@ -87,6 +89,8 @@ export function asyncApiDocument(): Record<string, unknown> {
       receiveRunEvent: operation('receive', 'runEvents', [...RUN_EVENT_TYPES], 'The projector applies events to the read model.'),
       sendRunEventToDlq: operation('send', 'runEventsDlq', ['dlqRecord'], 'An event that is unsigned, signed with a key the projector does not accept or with a signature that does not match, or whose envelope cannot be read.'),
       sendRunState: operation('send', 'runState', ['runState'], 'After every commit, the state of each run the commit touched.'),
+      sendRunToken: operation('send', 'runTokens', ['runToken'], 'While a model call streams, its deltas, batched as they come; a retried call starts again at index 0 with its new attempt.'),
+      receiveRunToken: operation('receive', 'runTokens', ['runToken'], 'Every gateway reads them all and sends each to the SSE streams of its run as a `token` frame without an id.'),
     },
     components: {
       messages: {
@@ -124,6 +128,14 @@ export function asyncApiDocument(): Record<string, unknown> {
           contentType: 'application/json',
           payload: payload(RUN_STATE_RECORD_SCHEMA),
           bindings: { kafka: { key: orgRunKey, bindingVersion: KAFKA_BINDING } },
+        },
+        runTokenDelta: {
+          name: 'runTokenDelta',
+          title: 'Run token delta',
+          summary: 'One piece of a model reply: its run, step, attempt and place.',
+          contentType: 'application/json',
+          payload: payload(RUN_TOKEN_DELTA_SCHEMA),
+          bindings: { kafka: { key: runIdKey, bindingVersion: KAFKA_BINDING } },
         },
         ...eventMessages,
       },

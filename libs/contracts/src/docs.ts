@@ -12,6 +12,7 @@ import {
 import { COMMAND_KEY_ID_HEADER, COMMAND_SIGNATURE_HEADER, MAX_COMMAND_BYTES, MAX_JSON_DEPTH, RUN_EVENT_SIGNATURE_HEADERS, SEARCH_ATTRIBUTES, TASK_QUEUES, TOPICS } from './names';
 import { COMMAND_OUTCOME_SCHEMA, DLQ_REASONS, DLQ_RECORD_SCHEMA, REJECTION_REASONS } from './outcomes';
 import { RUN_STATE_RECORD_SCHEMA } from './run-state';
+import { RUN_TOKEN_DELTA_SCHEMA } from './tokens';
 import { AGENT_STATUSES, EVAL_STATUSES, TERMINAL_STATUSES } from './statuses';
 import { TOOL_NAMES } from './tool-names';
 import { TOOL_CATALOGUE } from './tools';
@@ -23,6 +24,7 @@ const json = (value: unknown) => '```json\n' + JSON.stringify(value, null, 2) + 
  * this document keeps working.
  */
 const CHANGE_LOG = [
+  `- Added, for token streaming: the topic \`${TOPICS.runTokens}\` (the run token delta, keyed by run id: \`org\`, \`run_id\`, \`step\`, \`attempt\`, \`index\`, \`delta\`; live only, see Run tokens) and, on a run's SSE stream, \`token\` frames without an \`id\` carrying the same fields but \`org\`. A client that reads only frames with an \`id\`, or only the event types it knows, sees no change; \`Last-Event-ID\` still counts seqs. On a secured cluster an outside system that wants the deltas needs Read and Describe on \`${TOPICS.runTokens}\`.`,
   "- Added, for enforced budgets: `agent.start` takes `budget` (`max_tokens`, `max_cost_usd`, either or both); the command `agent.raise_budget` (the same two fields, the new totals; HTTP `POST /runs/{id}/raise-budget`; `validator_rejected` when a limit is not higher than the run's, or the org's monthly budget does not allow it); the run event types `budget_exhausted` (`step`, `scope` `run`|`org`, `limit` `tokens`|`usd`, `max`, `spent`, `reserved`, `needed`, `left`; the run is then `paused` with `reason: budget_exhausted`) and `budget_raised` (`command_id`, `previous`); the agent state's `budget`. Readers that ignore unknown types and fields see nothing else change.",
   "- Added, for usage and cost accounting: `step_completed` of a model call carries `usage` (`model`, `prompt_tokens`, `completion_tokens`, `cost_usd`, `priced`, and `estimated: true` when the server reported no usage and the tokens were estimated from the texts); the agent state carries `usage` (the run's calls added up: `calls`, `prompt_tokens`, `completion_tokens`, `cost_usd`, `estimated_calls`), so `GET /runs` and `GET /runs/{id}` show it. Prices come from the orchestrator's `AGENTRUN_MODEL_PRICES`. HTTP adds `GET /usage?from=&to=&group_by=model|run|day` (an org's calls in `[from, to)`, most expensive groups first). A reply a fork reused from its parent carries no `usage`: it cost the fork nothing.",
   `- Run events on \`agentrun.run-events.v1\`: a GPU tool call now carries them too, published by the gpu-worker (signed with the same run-event keys; it needs Write on the topic), and a research step's events ride the child agent's model call. A 200-step run now publishes all but its first events and its end this way. The envelope, the signature, the order per run and at-least-once are unchanged; an event may now also come from the gpu-worker's producer.`,
@@ -66,6 +68,7 @@ export function renderContractsDoc(): string {
     `| \`${TOPICS.runEvents}\` | run events, keyed by run id, seq 1, 2, 3, ... per run |`,
     `| \`${TOPICS.runEventsDlq}\` | run events the projector could not read |`,
     `| \`${TOPICS.runState}\` | each run's latest state, keyed \`{org}/{run_id}\`, compacted; published by the projector after every commit |`,
+    `| \`${TOPICS.runTokens}\` | model replies as they are written (deltas), keyed by run id; live only, never stored |`,
     '',
     'Keys: commands, outcomes and run events are keyed by run id, so a run\'s records stay in order on one partition;',
     `a DLQ record keeps the original key. Run events carry the headers \`org\`, \`seq\` and \`type\` (strings), and \`${RUN_EVENT_SIGNATURE_HEADERS.keyId}\` and \`${RUN_EVENT_SIGNATURE_HEADERS.signature}\` (the signing key's id and the hex HMAC-SHA256 of the value bytes). The AsyncAPI`,
@@ -155,6 +158,19 @@ export function renderContractsDoc(): string {
     'without replaying its events.',
     '',
     json(RUN_STATE_RECORD_SCHEMA),
+    '',
+    '## Run tokens',
+    '',
+    `While a model call streams, the orchestrator publishes its reply's text as it arrives on \`${TOPICS.runTokens}\`, keyed by`,
+    'run id: one record per delta, `index` 0, 1, 2, ... within the call\'s `attempt`. The deltas of one (`step`, `attempt`)',
+    'in `index` order concatenate to the reply\'s text, which the step\'s `step_completed` records as `output` (its first',
+    '2,000 characters) when the model called no tool. A retried call streams again from `index` 0 under its new `attempt`: a reader drops what it held for an',
+    'older attempt of the same step. The topic is live only: nothing on it is in the Temporal history or the read model,',
+    'a delta may be lost (the producer waits for the leader only) or repeated, and the record of a step is its event.',
+    'A run\'s SSE stream (`GET /runs/{id}/events`) carries the same records as `token` frames without an `id` (data: the',
+    'record without `org`), so `Last-Event-ID` still counts seqs.',
+    '',
+    json(RUN_TOKEN_DELTA_SCHEMA),
     '',
     '## Tools',
     '',

@@ -5,6 +5,7 @@ export * from './commands';
 export * from './outcomes';
 export * from './events';
 export * from './run-state';
+export * from './tokens';
 export * from './tool-names';
 export * from './tools';
 export * from './api';

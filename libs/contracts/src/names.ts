@@ -7,6 +7,7 @@ export const TOPICS = {
   runEvents: 'agentrun.run-events.v1',
   runEventsDlq: 'agentrun.run-events.dlq.v1',
   runState: 'agentrun.run-state.v1',
+  runTokens: 'agentrun.run-tokens.v1',
 } as const;
 export type TopicName = (typeof TOPICS)[keyof typeof TOPICS];
 

@@ -13,6 +13,7 @@ import { AGENT_STATE_SCHEMA, isRunEventType, RUN_EVENT_PAYLOAD_SCHEMAS, RUN_EVEN
 import { COMMAND_ID_PATTERN, MAX_COMMAND_BYTES, MAX_JSON_DEPTH, normaliseOrg, ORG_PATTERN, RUN_ID_PATTERN } from './names';
 import type { DlqReason, RejectionReason } from './outcomes';
 import { RUN_STATE_RECORD_SCHEMA, type RunStateRecord } from './run-state';
+import { RUN_TOKEN_DELTA_SCHEMA, type RunTokenDelta } from './tokens';
 
 const ajv = new Ajv({ allErrors: true, strict: false });
 addFormats(ajv);
@@ -24,6 +25,7 @@ const payloads = Object.fromEntries(
 const runEvent = ajv.compile(RUN_EVENT_SCHEMA);
 const agentState = ajv.compile(AGENT_STATE_SCHEMA);
 const runStateRecord = ajv.compile(RUN_STATE_RECORD_SCHEMA);
+const runTokenDelta = ajv.compile(RUN_TOKEN_DELTA_SCHEMA);
 // Compiled on first use: only producers and their tests check payloads per type.
 let eventPayloads: Record<RunEventType, ValidateFunction> | undefined;
 function eventPayloadCheck(type: RunEventType): ValidateFunction {
@@ -250,6 +252,17 @@ export function readRunStateRecord(value: Uint8Array | null | undefined): RunSta
   const parsed = json.value;
   if (!runStateRecord(parsed)) return { ok: false, detail: describeErrors(runStateRecord.errors) };
   return { ok: true, record: parsed as RunStateRecord };
+}
+
+export type RunTokenReading = { ok: true; delta: RunTokenDelta } | { ok: false; detail: string };
+
+/** Reads one record of `agentrun.run-tokens.v1`. Never throws. */
+export function readRunTokenDelta(value: Uint8Array | null | undefined): RunTokenReading {
+  const json = parseJsonValue(value);
+  if (!json.ok) return json;
+  const parsed = json.value;
+  if (!runTokenDelta(parsed)) return { ok: false, detail: describeErrors(runTokenDelta.errors) };
+  return { ok: true, delta: parsed as RunTokenDelta };
 }
 
 export { buildCommand, CommandBuildError, type BuiltCommand, type CommandParts } from './builder';

@@ -88,6 +88,7 @@ export class KafkaBus implements TopicAdmin {
   private readonly kafka: Kafka;
   private readonly clientConfig: KafkaConfig;
   private producerReady?: Promise<Producer>;
+  private liveProducerReady?: Promise<Producer>;
   private readonly consumers = new Set<Consumer>();
   /** Kept connected for repeated offset reads (metrics scrapes); dropped on an error, made again on the next read. */
   private offsetsAdmin?: Promise<Admin>;
@@ -151,6 +152,27 @@ export class KafkaBus implements TopicAdmin {
       compression: CompressionTypes.None,
       messages: messages.map((m) => ({ key: m.key, value: m.value, headers: m.headers })),
     });
+  }
+
+  /**
+   * Sends live-only records (model reply deltas), which may be lost or repeated: acknowledged by the
+   * partition leader only, on a producer of their own, so they never queue behind (or hold up) the
+   * ordered, fully acknowledged sends of `send`.
+   */
+  async sendLive(topic: string, messages: OutboundMessage[]): Promise<void> {
+    if (messages.length === 0) return;
+    if (!this.liveProducerReady) {
+      const producer = this.kafka.producer({ idempotent: false, allowAutoTopicCreation: false, createPartitioner: Partitioners.DefaultPartitioner, retry: { retries: 2, initialRetryTime: 100, maxRetryTime: 1_000 } });
+      this.liveProducerReady = producer.connect().then(
+        () => producer,
+        (err: unknown) => {
+          this.liveProducerReady = undefined;
+          throw err;
+        },
+      );
+    }
+    const producer = await this.liveProducerReady;
+    await producer.send({ topic, acks: 1, compression: CompressionTypes.None, messages: messages.map((m) => ({ key: m.key, value: m.value, headers: m.headers })) });
   }
 
   async consume(options: ConsumeOptions): Promise<ConsumerHandle> {
@@ -341,9 +363,10 @@ export class KafkaBus implements TopicAdmin {
     const offsets = this.offsetsAdmin;
     this.offsetsAdmin = undefined;
     if (offsets) await (await offsets.catch(() => undefined))?.disconnect();
-    const producer = this.producerReady;
+    const producers = [this.producerReady, this.liveProducerReady];
     this.producerReady = undefined;
-    if (producer) await (await producer.catch(() => undefined))?.disconnect();
+    this.liveProducerReady = undefined;
+    await Promise.all(producers.map(async (producer) => (producer ? (await producer.catch(() => undefined))?.disconnect() : undefined)));
   }
 }
 

@@ -17,6 +17,7 @@ describe('platformTopicSpecs', () => {
       [TOPICS.runEvents, 12, 3, '2', '604800000', 'delete', '1048576'],
       [TOPICS.runEventsDlq, 3, 3, '2', '604800000', 'delete', '1048576'],
       [TOPICS.runState, 12, 3, '2', undefined, 'compact', '1048576'],
+      [TOPICS.runTokens, 12, 3, '2', '604800000', 'delete', '1048576'],
     ]);
     expect(new Set(platformTopicSpecs(production).map((s) => s.name))).toEqual(new Set(Object.values(TOPICS)));
   });
@@ -136,6 +137,7 @@ describe('applyTopics', () => {
       { topic: TOPICS.commandResults, from: 3, to: 6 },
       { topic: TOPICS.runEvents, from: 3, to: 6 },
       { topic: TOPICS.runState, from: 3, to: 6 },
+      { topic: TOPICS.runTokens, from: 3, to: 6 },
     ]);
     expect(report.configsChanged).toContainEqual({ topic: TOPICS.runEvents, config: 'retention.ms', from: '604800000', to: '86400000' });
     expect(cluster.topics.get(TOPICS.runEvents)!.overrides['segment.ms']).toBe('3600000');
@@ -150,7 +152,7 @@ describe('applyTopics', () => {
     const cluster = new FakeCluster();
     await applyTopics(cluster, platformTopicSpecs(local));
     const report = await applyTopics(cluster, platformTopicSpecs({ ...local, KAFKA_REPLICATION_FACTOR: 3 }));
-    expect(report.remaining).toHaveLength(6);
+    expect(report.remaining).toHaveLength(7);
     expect(report.remaining.every((d) => d.kind === 'replication-factor')).toBe(true);
   });
 });

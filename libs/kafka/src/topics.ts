@@ -56,15 +56,18 @@ export function platformTopicSpecs(settings: TopicSpecSettings, prefix = ''): To
     spec(TOPICS.runEvents, partitions, windowed),
     spec(TOPICS.runEventsDlq, dlqPartitions, windowed),
     spec(TOPICS.runState, partitions, compacted),
+    // Live only (model replies as they stream), read by every gateway: the same window as the run events.
+    spec(TOPICS.runTokens, partitions, windowed),
   ];
 }
 
 /** The topics each Kafka-using service reads or writes: what it checks before it starts. */
 export const TOPICS_BY_SERVICE: Readonly<Record<string, readonly TopicName[]>> = {
-  // Outcomes of the commands it takes over HTTP.
-  gateway: [TOPICS.commandResults],
-  // Reads commands; writes their outcomes, unreadable commands, and the run events its workflows publish.
-  orchestrator: [TOPICS.commands, TOPICS.commandResults, TOPICS.commandsDlq, TOPICS.runEvents],
+  // Outcomes of the commands it takes over HTTP; reads the model replies its SSE streams carry.
+  gateway: [TOPICS.commandResults, TOPICS.runTokens],
+  // Reads commands; writes their outcomes, unreadable commands, the run events its workflows publish
+  // and the deltas of the model calls it makes.
+  orchestrator: [TOPICS.commands, TOPICS.commandResults, TOPICS.commandsDlq, TOPICS.runEvents, TOPICS.runTokens],
   // Reads run events; writes unreadable ones and each run's state.
   projector: [TOPICS.runEvents, TOPICS.runEventsDlq, TOPICS.runState],
 };

@@ -190,6 +190,16 @@ export class AgentRunMetrics {
     return this.once('sse-errors', () => new Counter({ name: 'agentrun_sse_errors_total', help: 'SSE streams that failed after they opened (an error frame written, the cause logged under its error id)', registers: [this.registry] }));
   }
 
+  /** `agentrun_run_token_records_unreadable_total`: records on the run-tokens topic a gateway skipped (not a run token delta). */
+  runTokensUnreadable(): Counter {
+    return this.once('run-tokens-unreadable', () => new Counter({ name: 'agentrun_run_token_records_unreadable_total', help: 'Records on the run-tokens topic this gateway skipped because they are not a run token delta', registers: [this.registry] }));
+  }
+
+  /** `agentrun_run_token_deltas_dropped_total`: model reply deltas a send to the run-tokens topic failed for (live only: the step's event keeps the reply). */
+  runTokensDropped(): Counter {
+    return this.once('run-tokens-dropped', () => new Counter({ name: 'agentrun_run_token_deltas_dropped_total', help: "Model reply deltas not sent to the run-tokens topic (the send failed; the step's event keeps the whole reply)", registers: [this.registry] }));
+  }
+
   /** `agentrun_sse_streams`: open SSE streams, read at scrape time. */
   sseStreams(read: () => number): void {
     this.once('sse-streams', () => new Gauge({ name: 'agentrun_sse_streams', help: 'Open SSE streams of this gateway', registers: [this.registry], collect() { this.set(read()); } }));

@@ -1,15 +1,19 @@
 /**
  * The OpenAI chat-completions protocol as the real-model server speaks it, as pure functions: a request
  * body checked and read into a `CompletionRequest`, the conversation turned into the model's chat history,
- * and the reply bodies and server-sent-event frames written back.
+ * and the reply bodies written back. Its server-sent-event frames are the ones the scripted server writes
+ * too (`streamFrames` in ../http.ts, passed on from here).
  *
  * The model writes text only. A request may offer `tools` (the agent's `llm` policy always does): they
  * are accepted and not used, and the reply is plain text, which the policy takes as the run's answer.
  * A request that demands a tool call (`tool_choice` `required` or a named function) is refused with 400
  * rather than answered with something it did not ask for.
  */
-import { errorBody, messageText } from '../http';
+import { messageText, type ReplyMeta, type Usage } from '../http';
 import type { ChatHistoryItem, StopReason } from './llama-api';
+
+export { streamFrames } from '../http';
+export type { ReplyMeta, Usage };
 
 export type Role = 'system' | 'user' | 'assistant';
 
@@ -49,12 +53,6 @@ export interface RequestProblem {
 }
 
 export type FinishReason = 'stop' | 'length';
-
-export interface Usage {
-  prompt_tokens: number;
-  completion_tokens: number;
-  total_tokens: number;
-}
 
 const MAX_STOP_SEQUENCES = 4;
 
@@ -252,14 +250,6 @@ export function usageOf(promptTokens: number, completionTokens: number): Usage {
 // Replies
 // ---------------------------------------------------------------------------------------------
 
-/** What every reply of one completion carries. */
-export interface ReplyMeta {
-  id: string;
-  /** Unix seconds. */
-  created: number;
-  model: string;
-}
-
 export function completionBody(meta: ReplyMeta, text: string, finish: FinishReason, usage: Usage): Record<string, unknown> {
   return {
     id: meta.id,
@@ -271,38 +261,7 @@ export function completionBody(meta: ReplyMeta, text: string, finish: FinishReas
   };
 }
 
-/**
- * The frames of one streamed completion, in order: `first()` (the assistant role), `text()` per piece,
- * `finish()` (an empty delta with the finish reason), `usage()` when the request asked for it, then
- * `done()`. With `include_usage`, every chunk before the usage chunk carries `usage: null`, as OpenAI does.
- */
-export function streamFrames(meta: ReplyMeta, includeUsage: boolean) {
-  const chunk = (delta: Record<string, string>, finish: FinishReason | null) =>
-    sseFrame({
-      id: meta.id,
-      object: 'chat.completion.chunk',
-      created: meta.created,
-      model: meta.model,
-      choices: [{ index: 0, delta, finish_reason: finish, logprobs: null }],
-      ...(includeUsage ? { usage: null } : {}),
-    });
-  return {
-    first: () => chunk({ role: 'assistant', content: '' }, null),
-    text: (content: string) => chunk({ content }, null),
-    finish: (finish: FinishReason) => chunk({}, finish),
-    usage: (usage: Usage) => sseFrame({ id: meta.id, object: 'chat.completion.chunk', created: meta.created, model: meta.model, choices: [], usage }),
-    /** An error after the 200 went out: the stream can only say so in a frame of its own. */
-    error: (message: string, type: string) => sseFrame(errorBody(message, type)),
-    done: () => 'data: [DONE]\n\n',
-  };
-}
-
-export function sseFrame(data: unknown): string {
-  // JSON.stringify never writes a raw newline, so one `data:` line is always the whole event.
-  return `data: ${JSON.stringify(data)}\n\n`;
-}
-
-/** The text of a stream: the `delta.content` of every chunk, in order, up to `[DONE]`. The inverse of the frames above. */
+/** The text of a stream: the `delta.content` of every chunk, in order, up to `[DONE]`. The inverse of `streamFrames` for a reply in text. */
 export function textOfStream(body: string): { text: string; finish: string | null; usage: Usage | null; done: boolean } {
   let text = '';
   let finish: string | null = null;

@@ -1,9 +1,14 @@
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-node';
+import { AgentRunMetrics, initTracing, resetTracingForTests, tracingState } from '@agentrun/telemetry';
 import { ChatError, classifyModelError, createChatClient, isRetryable, retryAfter, type ChatMessage, type ChatReply } from './client';
 
-/** The chat client against plain HTTP servers on 127.0.0.1 that answer what each test sets (the deterministic model server has its own tests in apps/model-server). */
-
+/**
+ * The chat client against plain HTTP servers on 127.0.0.1 that answer what each test sets (the deterministic
+ * model server has its own tests in apps/model-server, streaming against it included: a library may not
+ * import an app).
+ */
 
 const goal = (text: string): ChatMessage[] => [
   { role: 'system', content: 'You are a careful agent.' },
@@ -24,8 +29,11 @@ describe('chat client against other servers', () => {
   let http: Server;
   let baseUrl: string;
   let seen: { headers: IncomingHttpHeaders; url?: string; body: string }[];
-  /** `stall`: send the headers and the first half of the body, then nothing until the client gives up. */
-  let answer: { status: number; body: string; headers?: Record<string, string>; stall?: boolean };
+  /**
+   * `stall`: send the headers and the first half of the body, then nothing until the client gives up.
+   * `cut`: send the headers and the first half of the body, then drop the connection.
+   */
+  let answer: { status: number; body: string; headers?: Record<string, string>; stall?: boolean; cut?: boolean };
 
   beforeEach(async () => {
     seen = [];
@@ -36,7 +44,8 @@ describe('chat client against other servers', () => {
       req.on('end', () => {
         seen.push({ headers: req.headers, url: req.url, body });
         res.writeHead(answer.status, { 'content-type': 'application/json', ...answer.headers });
-        if (answer.stall) res.write(answer.body.slice(0, answer.body.length / 2));
+        if (answer.cut) res.write(answer.body.slice(0, answer.body.length / 2), () => res.destroy());
+        else if (answer.stall) res.write(answer.body.slice(0, answer.body.length / 2));
         else res.end(answer.body);
       });
     });
@@ -216,6 +225,164 @@ describe('chat client against other servers', () => {
 
     expect(classifyModelError(new Error('HTTP 429: quota'))).toBeUndefined();
     expect(classifyModelError(undefined)).toBeUndefined();
+  });
+
+  describe('streaming', () => {
+    const chunk = (choice: Record<string, unknown> | null, extra: Record<string, unknown> = {}) => ({
+      id: 'x',
+      object: 'chat.completion.chunk',
+      created: 1,
+      model: 'real-model-2',
+      choices: choice ? [{ index: 0, finish_reason: null, ...choice }] : [],
+      ...extra,
+    });
+    const sse = (...chunks: unknown[]) => `${chunks.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('')}data: [DONE]\n\n`;
+    const streamed = (body: string, extra: Partial<typeof answer> = {}) => ({ status: 200, body, headers: { 'content-type': 'text/event-stream' }, ...extra });
+    const usage = { prompt_tokens: 9, completion_tokens: 4, total_tokens: 13 };
+    /** An answer in text and two tool calls whose pieces interleave, with the usage last. */
+    const pieces = sse(
+      chunk({ delta: { role: 'assistant', content: '' } }, { usage: null }),
+      chunk({ delta: { content: 'Looking ' } }, { usage: null }),
+      chunk({ delta: { content: 'it up.' } }, { usage: null }),
+      chunk({ delta: { tool_calls: [{ index: 1, id: 'call_b', type: 'function', function: { name: 'embed', arguments: '' } }] } }, { usage: null }),
+      chunk({ delta: { tool_calls: [{ index: 0, id: 'call_a', type: 'function', function: { name: 'search', arguments: '{"query":' } }] } }, { usage: null }),
+      chunk({ delta: { tool_calls: [{ index: 1, function: { arguments: '{"text":"x"}' } }] } }, { usage: null }),
+      chunk({ delta: { tool_calls: [{ index: 0, function: { arguments: '"leak"}' } }] } }, { usage: null }),
+      chunk({ delta: {}, finish_reason: 'tool_calls' }, { usage: null }),
+      chunk(null, { usage }),
+    );
+    const collect = () => {
+      const deltas: string[] = [];
+      return { deltas, stream: { onDelta: (delta: string) => void deltas.push(delta) } };
+    };
+
+    it('asks for a stream with its usage, hands each piece of content on, and assembles the reply a plain call gives', async () => {
+      answer = streamed(pieces);
+      const { deltas, stream } = collect();
+      const reply = await createChatClient({ baseUrl, model: 'real-model', timeoutMs: 2000 }).complete({ messages: goal('hi'), max_tokens: 7 }, undefined, stream);
+      expect(JSON.parse(seen[0].body)).toEqual({ model: 'real-model', messages: goal('hi'), max_tokens: 7, stream: true, stream_options: { include_usage: true } });
+      expect(deltas).toEqual(['Looking ', 'it up.']);
+      const calls = [
+        { id: 'call_a', type: 'function', function: { name: 'search', arguments: '{"query":"leak"}' } },
+        { id: 'call_b', type: 'function', function: { name: 'embed', arguments: '{"text":"x"}' } },
+      ];
+      expect(reply).toEqual({
+        content: 'Looking it up.',
+        tool_calls: [
+          { id: 'call_a', name: 'search', arguments: { query: 'leak' }, raw_arguments: '{"query":"leak"}', malformed: false },
+          { id: 'call_b', name: 'embed', arguments: { text: 'x' }, raw_arguments: '{"text":"x"}', malformed: false },
+        ],
+        finish_reason: 'tool_calls',
+        usage,
+        model: 'real-model-2',
+        message: { role: 'assistant', content: 'Looking it up.', tool_calls: calls },
+      });
+
+      // Without a usage chunk (and a server that leaves the index out) the usage is null, as without streaming.
+      answer = streamed(sse({ choices: [{ delta: { content: 'ok' } }] }, { choices: [{ delta: {}, finish_reason: 'stop' }] }));
+      expect(await createChatClient({ baseUrl, model: 'm', timeoutMs: 2000 }).complete({ messages: goal('hi') }, undefined, collect().stream)).toEqual({
+        content: 'ok',
+        tool_calls: [],
+        finish_reason: 'stop',
+        usage: null,
+        model: 'm',
+        message: { role: 'assistant', content: 'ok' },
+      });
+    });
+
+    it('a chunk it cannot read, or a stream that ends before its finish reason, is a retryable bad_response', async () => {
+      const chat = createChatClient({ baseUrl, model: 'm', timeoutMs: 2000 });
+      const bodies: [string, RegExp][] = [
+        [sse(chunk({ delta: { content: 5 } })), /chunk 0 of the stream: delta.content is not a string/],
+        [sse(chunk({ delta: { tool_calls: [{ id: 'a', function: { name: 'search' } }] } })), /no index/],
+        [sse(chunk({ delta: { content: 'cut short' } })), /ended before the finish reason/],
+        [sse(chunk({ delta: { tool_calls: [{ index: 0, function: { arguments: '{}' } }] }, finish_reason: 'tool_calls' })), /tool_calls\[0\] lacks an id or a function name/],
+        [sse(), /ended without a chunk/],
+        // A server that ignores `stream: true` and answers a plain completion.
+        [JSON.stringify({ choices: [{ index: 0, message: { role: 'assistant', content: 'hi' }, finish_reason: 'stop' }] }), /ended without a chunk/],
+      ];
+      for (const [body, why] of bodies) {
+        answer = streamed(body);
+        const err = await failure(chat.complete({ messages: goal('hi') }, undefined, collect().stream));
+        expect({ body, kind: err.kind }).toEqual({ body, kind: 'bad_response' });
+        expect(err.message).toMatch(why);
+        expect(isRetryable(err)).toBe(true);
+      }
+
+      // (The SDK logs the event it could not parse on the console before it throws.)
+      answer = streamed('data: {"choices": [\n\n');
+      const err = await failure(chat.complete({ messages: goal('hi') }, undefined, collect().stream));
+      expect(err.kind).toBe('bad_response');
+      expect(err.message).toMatch(/chunk 0 of the stream is not JSON/);
+    });
+
+    it('failures before the stream are classified as without it; an error in the stream is server_error', async () => {
+      const chat = createChatClient({ baseUrl, model: 'm', timeoutMs: 2000 });
+      answer = { status: 429, body: JSON.stringify({ error: { message: 'slow down', type: 'requests', code: 'rate_limit_exceeded' } }), headers: { 'retry-after': '3' } };
+      expect(await failure(chat.complete({ messages: goal('hi') }, undefined, collect().stream))).toMatchObject({ kind: 'rate_limited', status: 429, retryAfterMs: 3000, code: 'rate_limit_exceeded' });
+      answer = { status: 400, body: JSON.stringify({ error: { message: 'bad tool schema', type: 'invalid_request_error' } }) };
+      expect(await failure(chat.complete({ messages: goal('hi') }, undefined, collect().stream))).toMatchObject({ kind: 'bad_request', status: 400 });
+
+      // What the real-model server writes when the generation fails after the 200 went out.
+      answer = streamed(`data: ${JSON.stringify(chunk({ delta: { content: 'Par' } }))}\n\ndata: ${JSON.stringify({ error: { message: 'the generation failed', type: 'server_error' } })}\n\n`);
+      const { deltas, stream } = collect();
+      const err = await failure(chat.complete({ messages: goal('hi') }, undefined, stream));
+      expect(err).toMatchObject({ kind: 'server_error', type: 'server_error' });
+      expect(err.message).toMatch(/the stream ended in an error: the generation failed$/);
+      expect(deltas).toEqual(['Par']);
+    });
+
+    it('a connection cut mid-stream is network; the timeout and the caller\'s abort cover the whole stream', async () => {
+      answer = streamed(pieces, { cut: true });
+      const cut = collect();
+      const lost = await failure(createChatClient({ baseUrl, model: 'm', timeoutMs: 2000 }).complete({ messages: goal('hi') }, undefined, cut.stream));
+      expect(lost.kind).toBe('network');
+      expect(cut.deltas).toEqual(['Looking ', 'it up.']);
+
+      answer = streamed(pieces, { stall: true });
+      const started = Date.now();
+      const stalled = collect();
+      const late = await failure(createChatClient({ baseUrl, model: 'm', timeoutMs: 300 }).complete({ messages: goal('hi') }, undefined, stalled.stream));
+      expect(late.kind).toBe('timeout');
+      expect(stalled.deltas).toEqual(['Looking ', 'it up.']);
+      expect(Date.now() - started).toBeLessThan(1500);
+
+      answer = streamed(pieces);
+      const controller = new AbortController();
+      const reason = new Error('activity cancelled');
+      const pending = createChatClient({ baseUrl, model: 'm', timeoutMs: 5000 }).complete({ messages: goal('hi') }, controller.signal, { onDelta: () => controller.abort(reason) });
+      await expect(pending).rejects.toBe(reason);
+    });
+
+    describe('seen by the span and the metrics', () => {
+      afterEach(() => resetTracingForTests());
+
+      it('a streamed call is a span with its usage and counted with its tokens; an onDelta that throws fails the call with its own error', async () => {
+        const exporter = new InMemorySpanExporter();
+        initTracing('orchestrator', {}, { exporter });
+        const metrics = new AgentRunMetrics();
+        const chat = createChatClient({ baseUrl, model: 'm', timeoutMs: 2000, metrics });
+        answer = streamed(pieces);
+        await chat.complete({ messages: goal('hi') }, undefined, collect().stream);
+
+        const broken = new TypeError('the consumer broke');
+        const pending = chat.complete({ messages: goal('hi') }, undefined, {
+          onDelta: () => {
+            throw broken;
+          },
+        });
+        await expect(pending).rejects.toBe(broken);
+
+        await tracingState().spanProcessor!.forceFlush();
+        const [ok, failed] = exporter.getFinishedSpans();
+        expect(ok.attributes).toMatchObject({ 'gen_ai.usage.input_tokens': 9, 'gen_ai.usage.output_tokens': 4, 'gen_ai.response.model': 'real-model-2', 'gen_ai.response.finish_reasons': ['tool_calls'] });
+        expect(failed.attributes['error.type']).toBe('TypeError');
+        const text = await metrics.registry.metrics();
+        expect(text).toContain('agentrun_model_tokens_total{model="m",direction="input"} 9\n');
+        expect(text).toContain('agentrun_model_call_duration_seconds_count{model="m",outcome="ok"} 1\n');
+        expect(text).toContain('agentrun_model_call_duration_seconds_count{model="m",outcome="on_delta_error"} 1\n');
+      });
+    });
   });
 
   it('reads Retry-After as seconds, an HTTP date, or retry-after-ms', () => {

@@ -4,6 +4,8 @@
  * It makes exactly one HTTP attempt per `complete()` call (the SDK's own retries are off) and classifies
  * every failure as a typed `ChatError`; retrying (and how long to wait) is the caller's decision, guided by
  * `isRetryable(err)` and `err.retryAfterMs`. No Temporal imports here: the activity wrapper lives elsewhere.
+ * A call may stream its reply (`ChatStream`): the content reaches the caller as it is written, and the reply
+ * returned is the same as without streaming.
  */
 
 import { types } from 'node:util';
@@ -103,10 +105,21 @@ export interface ChatClientOptions {
   /** Sent as `Authorization: Bearer <apiKey>` when set and non-empty. */
   apiKey?: string;
   model: string;
-  /** Covers the whole attempt: connecting, waiting for the headers and reading the body. */
+  /** Covers the whole attempt: connecting, waiting for the headers and reading the body (all of a stream). */
   timeoutMs: number;
   /** Where calls are counted (`agentrun_model_*`); the process's metrics by default. */
   metrics?: AgentRunMetrics;
+}
+
+/** Where a streamed reply's content goes as it arrives (see `ChatClient.complete`). */
+export interface ChatStream {
+  /**
+   * Called for each non-empty piece of the reply's content, in order, as it arrives. It is called while the
+   * stream is read and not awaited. If it throws, the call stops reading, drops the connection and fails
+   * with that exception as it is (not a `ChatError`): a fault of the consumer is neither hidden nor taken
+   * for the model's, to be retried.
+   */
+  onDelta(delta: string): void;
 }
 
 export interface ChatClient {
@@ -114,8 +127,16 @@ export interface ChatClient {
   /**
    * One attempt. Throws a `ChatError` for every failure, except when the caller's `signal` aborts: then it
    * rethrows `signal.reason` unchanged (as fetch does), so a cancellation stays a cancellation.
+   *
+   * With `stream`, the reply is asked for as a stream (`stream: true`, the usage in a last chunk) and its
+   * content goes to `stream.onDelta` as it arrives; the reply returned is the one the call would give
+   * without `stream` (tool calls assembled from their pieces; `content` null when no piece had any text).
+   * Errors are the same too (a 429 before the stream is `rate_limited`; the timeout covers reading the whole
+   * stream), and a stream adds three: a chunk that cannot be read, or a stream that ends before its finish
+   * reason, is `bad_response`; an error sent in the stream is `server_error`; a connection cut mid-stream
+   * is `network`.
    */
-  complete(request: ChatRequest, signal?: AbortSignal): Promise<ChatReply>;
+  complete(request: ChatRequest, signal?: AbortSignal, stream?: ChatStream): Promise<ChatReply>;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -241,7 +262,7 @@ export function createChatClient(options: ChatClientOptions): ChatClient {
     logLevel: 'warn',
   });
 
-  async function completeOnce(request: ChatRequest, signal?: AbortSignal): Promise<ChatReply> {
+  async function completeOnce(request: ChatRequest, signal?: AbortSignal, stream?: ChatStream): Promise<ChatReply> {
     signal?.throwIfAborted();
     const attempt = new AbortController();
     let timedOut = false;
@@ -251,30 +272,41 @@ export function createChatClient(options: ChatClientOptions): ChatClient {
     }, timeoutMs);
     const onCallerAbort = () => attempt.abort(signal?.reason);
     signal?.addEventListener('abort', onCallerAbort, { once: true });
-
-    let body: unknown;
-    try {
-      body = await sdk.chat.completions.create(paramsFor(model, request), { signal: attempt.signal });
-    } catch (error) {
+    /** What the call throws for what the SDK threw. */
+    const failure = (error: unknown): unknown => {
       if (timedOut || error instanceof APIConnectionTimeoutError) {
-        throw new ChatError('timeout', `POST ${url}: no complete reply within ${timeoutMs} ms`, { cause: error });
+        return new ChatError('timeout', `POST ${url}: no complete reply within ${timeoutMs} ms`, { cause: error });
       }
-      if (signal?.aborted) throw signal.reason;
-      throw errorFor(url, error);
+      if (signal?.aborted) return signal.reason;
+      return errorFor(url, error);
+    };
+
+    try {
+      if (!stream) {
+        const body: unknown = await sdk.chat.completions.create(paramsFor(model, request), { signal: attempt.signal }).catch((error: unknown) => {
+          throw failure(error);
+        });
+        return readReply(url, body, model);
+      }
+      const chunks = await sdk.chat.completions
+        .create({ ...paramsFor(model, request), stream: true, stream_options: { include_usage: true } }, { signal: attempt.signal })
+        .catch((error: unknown) => {
+          throw failure(error);
+        });
+      return await readStream(url, chunks, model, stream, attempt.signal, failure);
     } finally {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onCallerAbort);
     }
-    return readReply(url, body, model);
   }
 
   // Every call (agent steps, eval generate and judge calls) is a span by the OpenTelemetry GenAI conventions.
   const serverAddress = safeHost(baseURL);
-  function complete(request: ChatRequest, signal?: AbortSignal): Promise<ChatReply> {
+  function complete(request: ChatRequest, signal?: AbortSignal, stream?: ChatStream): Promise<ChatReply> {
     return inModelCallSpan(
       model,
       async (record) => {
-        const reply = await completeOnce(request, signal);
+        const reply = await completeOnce(request, signal, stream);
         record({
           ...(reply.usage ? { input_tokens: reply.usage.prompt_tokens, output_tokens: reply.usage.completion_tokens } : {}),
           responseModel: reply.model,
@@ -290,21 +322,24 @@ export function createChatClient(options: ChatClientOptions): ChatClient {
 }
 
 /**
- * Each call as `agentrun_model_call_duration_seconds{model,outcome}` (outcome `ok`, an error kind, or
- * `cancelled`) and its reported usage as `agentrun_model_tokens_total{model,direction}`. The model
- * label is the requested model (bounded by the metrics to a few distinct names).
+ * Each call as `agentrun_model_call_duration_seconds{model,outcome}` (outcome `ok`, an error kind,
+ * `cancelled`, or `on_delta_error` when a stream's `onDelta` threw) and its reported usage as
+ * `agentrun_model_tokens_total{model,direction}`. The model label is the requested model (bounded by the
+ * metrics to a few distinct names).
  */
 function metered(model: string, complete: ChatClient['complete'], metrics: AgentRunMetrics): ChatClient['complete'] {
   metrics.model();
-  return async (request, signal) => {
+  return async (request, signal, stream) => {
     const started = performance.now();
     const seconds = () => (performance.now() - started) / 1000;
     try {
-      const reply = await complete(request, signal);
+      const reply = await complete(request, signal, stream);
       metrics.observeModelCall({ model, seconds: seconds(), outcome: 'ok', inputTokens: reply.usage?.prompt_tokens, outputTokens: reply.usage?.completion_tokens });
       return reply;
     } catch (err) {
-      metrics.observeModelCall({ model, seconds: seconds(), outcome: err instanceof ChatError ? err.kind : 'cancelled' });
+      // Anything but a ChatError is the caller's abort or, streaming, its `onDelta` throwing.
+      const outcome = err instanceof ChatError ? err.kind : stream && !signal?.aborted ? 'on_delta_error' : 'cancelled';
+      metrics.observeModelCall({ model, seconds: seconds(), outcome });
       throw err;
     }
   };
@@ -335,6 +370,12 @@ function errorFor(url: string, error: unknown): ChatError {
     return new ChatError('network', `POST ${url}: ${describeNetworkError(error.cause ?? error)}`, { cause: error });
   }
   if (error instanceof APIError && typeof error.status === 'number') return statusError(url, error, error.status);
+  // An APIError without a status is an `error` the server sent in a stream it had begun with a 200.
+  if (error instanceof APIError) {
+    const body: unknown = error.error;
+    const detail = isObject(body) && typeof body.message === 'string' ? `: ${body.message}` : '';
+    return new ChatError('server_error', `POST ${url}: the stream ended in an error${detail}`, { cause: error, ...codeAndType(body) });
+  }
   // The SDK reads a JSON content type with `response.json()`, which throws this for a body that is not JSON.
   if (isError(error) && error.name === 'SyntaxError') return new ChatError('bad_response', `POST ${url}: the body is not JSON (${error.message})`, { cause: error });
   // Anything else was thrown while sending or reading (a reset connection, an unexpected abort).
@@ -344,16 +385,7 @@ function errorFor(url: string, error: unknown): ChatError {
 function statusError(url: string, error: APIError, status: number): ChatError {
   const detail = `POST ${url}: HTTP ${status}${serverMessage(error, status)}`;
   const retryAfterMs = error.headers ? retryAfter(error.headers) : undefined;
-  const body: unknown = error.error;
-  const code = isObject(body) ? textOf(body.code) : undefined;
-  const type = isObject(body) ? textOf(body.type) : undefined;
-  const extra = {
-    status,
-    cause: error,
-    ...(retryAfterMs === undefined ? {} : { retryAfterMs }),
-    ...(code === undefined ? {} : { code }),
-    ...(type === undefined ? {} : { type }),
-  };
+  const extra = { status, cause: error, ...(retryAfterMs === undefined ? {} : { retryAfterMs }), ...codeAndType(error.error) };
   if (status === 429) return new ChatError('rate_limited', detail, extra);
   if (status >= 500) return new ChatError('server_error', detail, extra);
   if (status >= 400) return new ChatError('bad_request', detail, extra);
@@ -370,6 +402,13 @@ function serverMessage(error: APIError, status: number): string {
   if (/^status code \(no body\)$/.test(text)) return '';
   const excerpt = text.trim().replace(/\s+/g, ' ').slice(0, 200);
   return excerpt ? `: ${excerpt}` : '';
+}
+
+/** An error body's `code` and `type`, where it has them. */
+function codeAndType(body: unknown): { code?: string; type?: string } {
+  const code = isObject(body) ? textOf(body.code) : undefined;
+  const type = isObject(body) ? textOf(body.type) : undefined;
+  return { ...(code === undefined ? {} : { code }), ...(type === undefined ? {} : { type }) };
 }
 
 /** A body's `code` or `type` as text: OpenAI sends strings, some servers send the status number as `code`. */
@@ -446,6 +485,110 @@ function readReply(url: string, body: unknown, requestedModel: string): ChatRepl
     model: typeof body.model === 'string' && body.model ? body.model : requestedModel,
     message,
   };
+}
+
+/** A tool call as its pieces add up in a stream. */
+interface StreamedCall {
+  id?: string;
+  name?: string;
+  arguments: string;
+}
+
+/**
+ * Reads a streamed reply: each piece of content goes to `onDelta` as its chunk arrives, and the chunks add
+ * up to the body a non-streaming call gets (tool calls by `index`: id and name from their first piece, the
+ * arguments joined), which `readReply` then reads, so both give the same reply. `failure` maps what the
+ * SDK throws while reading; a chunk that cannot be read, or a stream that ends before its finish reason,
+ * is a `bad_response`.
+ */
+async function readStream(
+  url: string,
+  chunks: AsyncIterable<unknown>,
+  requestedModel: string,
+  stream: ChatStream,
+  attempt: AbortSignal,
+  failure: (error: unknown) => unknown,
+): Promise<ChatReply> {
+  const bad = (why: string) => new ChatError('bad_response', `POST ${url}: ${why}`);
+  let model: string | undefined;
+  let usage: unknown = null;
+  let content = '';
+  const calls = new Map<number, StreamedCall>();
+  let finish: string | null = null;
+  let received = 0;
+
+  /** One chunk into the totals above; returns its content. */
+  const add = (chunk: unknown): string => {
+    const at = `chunk ${received} of the stream`;
+    if (!isObject(chunk)) throw bad(`${at} is not a JSON object`);
+    if (typeof chunk.model === 'string' && chunk.model) model = chunk.model;
+    // With `include_usage` every chunk has `usage: null` but the last, which has the usage and no choice.
+    if (isObject(chunk.usage)) usage = chunk.usage;
+    const choices = chunk.choices ?? [];
+    if (!Array.isArray(choices)) throw bad(`${at}: choices is not an array`);
+    let text = '';
+    for (const choice of choices as unknown[]) {
+      if (!isObject(choice)) throw bad(`${at}: a choice is not an object`);
+      // One choice is asked for: its `index` is 0, when it is given at all.
+      if ((choice.index ?? 0) !== 0) continue;
+      const delta = choice.delta ?? {};
+      if (!isObject(delta)) throw bad(`${at}: delta is not an object`);
+      if (delta.content !== undefined && delta.content !== null) {
+        if (typeof delta.content !== 'string') throw bad(`${at}: delta.content is not a string`);
+        text += delta.content;
+      }
+      if (delta.tool_calls !== undefined && delta.tool_calls !== null) {
+        if (!Array.isArray(delta.tool_calls)) throw bad(`${at}: delta.tool_calls is not an array`);
+        for (const piece of delta.tool_calls as unknown[]) {
+          const fn = isObject(piece) ? (piece.function ?? {}) : undefined;
+          if (!isObject(piece) || !Number.isInteger(piece.index) || !isObject(fn)) throw bad(`${at}: a tool call piece has no index or function`);
+          const { id } = piece;
+          const { name, arguments: args } = fn;
+          if (![id, name, args].every((v) => v === undefined || v === null || typeof v === 'string')) {
+            throw bad(`${at}: a tool call piece's id, name or arguments is not a string`);
+          }
+          const call = calls.get(piece.index as number) ?? { arguments: '' };
+          call.id ??= typeof id === 'string' && id ? id : undefined;
+          call.name ??= typeof name === 'string' && name ? name : undefined;
+          call.arguments += typeof args === 'string' ? args : '';
+          calls.set(piece.index as number, call);
+        }
+      }
+      if (choice.finish_reason !== undefined && choice.finish_reason !== null) {
+        if (typeof choice.finish_reason !== 'string') throw bad(`${at}: finish_reason is not a string`);
+        finish = choice.finish_reason;
+      }
+    }
+    return text;
+  };
+
+  const iterator = chunks[Symbol.asyncIterator]();
+  try {
+    for (;;) {
+      let next: IteratorResult<unknown>;
+      try {
+        next = await iterator.next();
+      } catch (error) {
+        // The SDK parses each event's data as JSON.
+        if (isError(error) && error.name === 'SyntaxError') throw bad(`chunk ${received} of the stream is not JSON (${error.message})`);
+        throw failure(error);
+      }
+      if (next.done) break;
+      const text = add(next.value);
+      received++;
+      content += text;
+      if (text) stream.onDelta(text);
+    }
+  } finally {
+    // Left early (a bad chunk, `onDelta` threw): closing the SDK's stream aborts its request.
+    await iterator.return?.();
+  }
+  // The SDK ends a stream quietly when its request is aborted: by the timeout or the caller.
+  if (attempt.aborted) throw failure(attempt.reason);
+  if (received === 0) throw bad('the stream ended without a chunk');
+  if (finish === null) throw bad('the stream ended before the finish reason');
+  const toolCalls = [...calls.entries()].sort(([a], [b]) => a - b).map(([, call]) => ({ id: call.id, type: 'function', function: { name: call.name, arguments: call.arguments } }));
+  return readReply(url, { model, choices: [{ message: { role: 'assistant', content: content || null, tool_calls: toolCalls }, finish_reason: finish }], usage }, requestedModel);
 }
 
 /** Parses a wire tool call's arguments; anything but a JSON object is flagged `malformed`, never thrown. */

@@ -6,7 +6,7 @@ import { AgentControls, EvalControls } from './controls';
 import { CaseResults } from './eval-cases';
 import { CompareEvals } from './eval-compare';
 import { justStarted, runHref, runsHref } from './router';
-import { agentGauge, describeEvent, EventLog, evalSummary, isTerminalStatus, stepDurations, type CaseCell, type EvalSummary } from './run-view';
+import { agentGauge, describeEvent, EventLog, evalSummary, isTerminalStatus, LiveReply, stepDurations, type CaseCell, type EvalSummary } from './run-view';
 import { Snapshots } from './snapshots';
 import { followRun, type StreamStatus } from './stream';
 import { clockTime, formatTime, Link, StatusBadge } from './ui';
@@ -30,6 +30,7 @@ export function RunPage({ runId }: { runId: string }) {
   const [missing, setMissing] = useState<string>();
   const [loadError, setLoadError] = useState<string>();
   const log = useMemo(() => new EventLog(), [runId]);
+  const reply = useMemo(() => new LiveReply(), [runId]);
   const [, setVersion] = useState(0);
   const [stream, setStream] = useState<StreamStatus>('connecting');
   const started = useMemo(justStarted, [runId]);
@@ -60,12 +61,15 @@ export function RunPage({ runId }: { runId: string }) {
         onEvents: (events) => {
           if (log.add(events) > 0) setVersion((v) => v + 1);
         },
+        onTokens: (deltas) => {
+          if (deltas.filter((d) => reply.add(d)).length > 0) setVersion((v) => v + 1);
+        },
         onStatus: (status, detail) => {
           setStream(status);
           if (status === 'not-found' || status === 'absent') setMissing(detail ?? 'run not found');
         },
       }),
-    [runId, log],
+    [runId, log, reply],
   );
 
   if (missing !== undefined && !hasEvents) {
@@ -159,6 +163,7 @@ export function RunPage({ runId }: { runId: string }) {
           <AgentControls runId={runId} status={status} />
         ) : null}
       </div>
+      {kind === 'agent' && <LiveAnswer reply={reply.current()} events={events} />}
       {kind === 'eval' && evalView && <CaseGrid view={evalView} />}
       {kind === 'eval' && evalView && <CaseResults runId={runId} finished={evalView.done} />}
       {kind === 'eval' && evalView && <CompareEvals runId={runId} datasetId={evalView.dataset_id} />}
@@ -166,6 +171,23 @@ export function RunPage({ runId }: { runId: string }) {
       {kind === 'agent' && <Snapshots runId={runId} events={events} />}
       <Timeline events={events} ended={stream === 'ended' || isTerminalStatus(status)} />
     </article>
+  );
+}
+
+/**
+ * The model's reply as it is written (the stream's `token` frames): live until its step's
+ * `step_completed` arrives, then kept as the last reply until the next one starts.
+ */
+function LiveAnswer({ reply, events }: { reply: ReturnType<LiveReply['current']>; events: RunEvent[] }) {
+  if (!reply) return null;
+  const done = events.some((e) => e.type === 'step_completed' && (e.payload as { step?: number }).step === reply.step);
+  return (
+    <section class="panel live-answer" aria-labelledby="live-answer-title" aria-live="polite" data-testid="live-answer" data-step={reply.step} data-done={String(done)}>
+      <h2 id="live-answer-title">{done ? `Model reply, step ${reply.step}` : `The model is writing (step ${reply.step}${reply.attempt > 1 ? `, attempt ${reply.attempt}` : ''})…`}</h2>
+      <p class="reply-text" data-testid="live-answer-text">
+        {reply.text}
+      </p>
+    </section>
   );
 }
 

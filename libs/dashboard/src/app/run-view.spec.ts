@@ -1,5 +1,5 @@
 import type { RunEvent, SnapshotRow } from '@agentrun/contracts';
-import { agentGauge, budgetText, describeEvent, EventLog, evalSummary, mergeSnapshots, spendText, splitLane, stepDurations } from './run-view';
+import { agentGauge, budgetText, describeEvent, EventLog, evalSummary, LiveReply, mergeSnapshots, spendText, splitLane, stepDurations } from './run-view';
 
 const at = (s: number) => new Date(Date.UTC(2026, 0, 1, 0, 0, s)).toISOString();
 const ev = (seq: number, type: string, payload: Record<string, unknown> = {}, ts = at(seq)): RunEvent => ({
@@ -144,5 +144,20 @@ describe('the run page model', () => {
     );
     expect(describeEvent(ev(1, 'workspace_moved', { from: 'h1', to: 'h2', steps_replayed: 1 }))).toBe('workspace moved h1 → h2 (fresh workspace), 1 step replayed');
     expect(describeEvent(ev(1, 'something_new'))).toBe('something new');
+  });
+
+  it('the live reply: pieces in index order once each, a retry replaces the text, an older step or attempt is ignored', () => {
+    const reply = new LiveReply();
+    expect(reply.current()).toBeUndefined();
+    expect(reply.add({ step: 2, attempt: 1, index: 1, delta: 'lo' })).toBe(true);
+    expect(reply.add({ step: 2, attempt: 1, index: 0, delta: 'Hel' })).toBe(true);
+    expect(reply.add({ step: 2, attempt: 1, index: 0, delta: 'Hel' })).toBe(false);
+    expect(reply.current()).toEqual({ step: 2, attempt: 1, text: 'Hello' });
+    expect(reply.add({ step: 2, attempt: 2, index: 0, delta: 'Hi' })).toBe(true);
+    expect(reply.current()).toEqual({ step: 2, attempt: 2, text: 'Hi' });
+    expect(reply.add({ step: 2, attempt: 1, index: 2, delta: '!' })).toBe(false);
+    expect(reply.add({ step: 3, attempt: 1, index: 0, delta: 'Next' })).toBe(true);
+    expect(reply.add({ step: 2, attempt: 3, index: 0, delta: 'late' })).toBe(false);
+    expect(reply.current()).toEqual({ step: 3, attempt: 1, text: 'Next' });
   });
 });

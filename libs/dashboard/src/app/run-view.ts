@@ -44,6 +44,44 @@ export class EventLog {
   }
 }
 
+/** A `token` frame of the run's stream: a piece of a model reply as it is written. */
+export interface TokenDelta {
+  step: number;
+  attempt: number;
+  index: number;
+  delta: string;
+}
+
+/**
+ * The model reply being written: the newest step's, its newest attempt's (a retry starts again and
+ * replaces the old text), its pieces in index order whatever order they came in, each kept once.
+ */
+export class LiveReply {
+  private step = -1;
+  private attempt = 0;
+  private readonly parts = new Map<number, string>();
+
+  /** Takes a delta; false when it belongs to an older step or attempt (or repeats one held). */
+  add(d: TokenDelta): boolean {
+    if (d.step < this.step || (d.step === this.step && d.attempt < this.attempt)) return false;
+    if (d.step > this.step || d.attempt > this.attempt) {
+      this.step = d.step;
+      this.attempt = d.attempt;
+      this.parts.clear();
+    }
+    if (this.parts.has(d.index)) return false;
+    this.parts.set(d.index, d.delta);
+    return true;
+  }
+
+  /** The step and attempt shown, and the text so far; undefined before the first delta. */
+  current(): { step: number; attempt: number; text: string } | undefined {
+    if (this.step < 0) return undefined;
+    const text = [...this.parts.entries()].sort((a, b) => a[0] - b[0]).map(([, piece]) => piece).join('');
+    return { step: this.step, attempt: this.attempt, text };
+  }
+}
+
 /**
  * A step's lane as the event gives it: on a workspace host that is the host's own task queue
  * (`cpu-tools@h1`). A step that ran no tool has no lane of its own: name it by what it was.

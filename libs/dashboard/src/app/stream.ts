@@ -1,6 +1,7 @@
 import type { RunEvent } from '@agentrun/contracts';
 import { runPath } from './api';
 import { credentialHeaders, rememberOrg, session } from './session';
+import type { TokenDelta } from './run-view';
 import { SseParser } from './sse';
 
 /** `not-found`: a 404, asked again for a while; `absent`: still a 404 after that, no more asking. */
@@ -10,6 +11,8 @@ export interface RunStreamHandlers {
   /** Events in the order they came; the caller dedupes by seq (a resume may overlap). */
   onEvents(events: RunEvent[]): void;
   onStatus(status: StreamStatus, detail?: string): void;
+  /** Model reply deltas (`token` frames, no seq), in the order they came. */
+  onTokens?(deltas: TokenDelta[]): void;
 }
 
 const RETRY_MS = 1_000;
@@ -89,11 +92,18 @@ async function readFrames(body: ReadableStream<Uint8Array>, handlers: RunStreamH
       const { value, done } = await reader.read();
       if (done) return false;
       const batch: RunEvent[] = [];
+      const tokens: TokenDelta[] = [];
       let ended = false;
       for (const frame of parser.feed(decoder.decode(value, { stream: true }))) {
         if (frame.event === 'end') ended = true;
         else if (frame.event === 'error') throw new Error(frame.data);
-        else {
+        else if (frame.event === 'token') {
+          try {
+            tokens.push(JSON.parse(frame.data) as TokenDelta);
+          } catch {
+            // not a delta: ignore it
+          }
+        } else {
           try {
             batch.push(JSON.parse(frame.data) as RunEvent);
           } catch {
@@ -101,6 +111,7 @@ async function readFrames(body: ReadableStream<Uint8Array>, handlers: RunStreamH
           }
         }
       }
+      if (tokens.length) handlers.onTokens?.(tokens);
       if (batch.length) handlers.onEvents(batch);
       if (ended) return true;
     }
