@@ -18,12 +18,15 @@ import {
   runDefaultsSpec,
   modelEndpointNamesSpec,
   modelPricesSpec,
+  modelRateLimitsSpec,
+  WEIGHTED_TIERS,
   temporalSpec,
   toolActivitySpec,
   workspaceSpec,
   type Env,
   type Spec,
 } from '@agentrun/config';
+import { TIERS } from '@agentrun/contracts';
 import { gatewaySpec, loadGatewayConfig } from '../../apps/gateway/src/config';
 import { gpuWorkerSpec, loadGpuWorkerConfig } from '../../apps/gpu-worker/src/config';
 import { loadModelServerConfig, modelServerSpec } from '../../apps/model-server/src/config';
@@ -47,6 +50,7 @@ const GROUPS = {
   runDefaults: runDefaultsSpec,
   modelEndpointNames: modelEndpointNamesSpec,
   modelPrices: modelPricesSpec,
+  modelRateLimits: modelRateLimitsSpec,
   quotas: quotasSpec,
   eventSigning: eventSigningSpec,
 } satisfies Record<string, Spec>;
@@ -72,8 +76,8 @@ const SERVICES: Record<string, Service> = {
   orchestrator: {
     spec: orchestratorSpec,
     load: loadOrchestratorConfig,
-    groups: ['lifecycle', 'tracing', 'logging', 'mode', 'profile', 'kafka', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'runDefaults', 'modelEndpointNames', 'modelPrices', 'quotas', 'eventSigning'],
-    own: ['ORCHESTRATOR_ROLES', 'ORCHESTRATOR_HOST', 'ORCHESTRATOR_PORT', 'MODEL_BASE_URL', 'MODEL_API_KEY', 'MODEL_NAME', 'MODEL_TIMEOUT_MS', 'COMMAND_CONCURRENCY', 'WORKFLOW_BUNDLE_PATH', 'SNAPSHOT_RESTORE_MAX_BYTES', 'AGENTRUN_COMMAND_KEY_SECRET', 'AGENTRUN_CARRIER_STALL_MS', 'AGENTRUN_MODEL_MAX_TOKENS'],
+    groups: ['lifecycle', 'tracing', 'logging', 'mode', 'profile', 'kafka', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'runDefaults', 'modelEndpointNames', 'modelPrices', 'modelRateLimits', 'quotas', 'eventSigning'],
+    own: ['ORCHESTRATOR_ROLES', 'ORCHESTRATOR_HOST', 'ORCHESTRATOR_PORT', 'MODEL_BASE_URL', 'MODEL_API_KEY', 'MODEL_NAME', 'MODEL_TIMEOUT_MS', 'COMMAND_CONCURRENCY', 'WORKFLOW_BUNDLE_PATH', 'SNAPSHOT_RESTORE_MAX_BYTES', 'AGENTRUN_COMMAND_KEY_SECRET', 'AGENTRUN_CARRIER_STALL_MS', 'AGENTRUN_MODEL_MAX_TOKENS', 'CPU_TOOL_SLOTS'],
     bad: ['COMMAND_CONCURRENCY', '0'],
   },
   'gpu-worker': {
@@ -189,6 +193,10 @@ describe('settings that must agree across services', () => {
     expect(quotas[2]).toEqual(quotas[0]);
     expect(quotas[0].orgs.acme.active_runs).toBe(3);
     expect(problemsOf(() => loadGatewayConfig({ AGENTRUN_QUOTAS: '{"default": {"streams": 2}}' }))).toEqual([expect.stringMatching(/^AGENTRUN_QUOTAS\.default\.streams is not a quota/)]);
+  });
+
+  it('weights are given for exactly the tiers a run may name', () => {
+    expect([...WEIGHTED_TIERS]).toEqual([...TIERS]);
   });
 
   it('gateway and orchestrator read the same run defaults from the same environment', () => {

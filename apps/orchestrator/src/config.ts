@@ -12,6 +12,7 @@ import {
   objectStoreSpec,
   modelEndpointNamesSpec,
   modelPricesSpec,
+  modelRateLimitsSpec,
   optionalStr,
   profileSpec,
   quotasSpec,
@@ -54,6 +55,8 @@ export const orchestratorSpec = {
   ...objectStoreSpec,
   ...modelEndpointNamesSpec,
   ...modelPricesSpec,
+  // Model calls wait their turn under the limits every worker shares, fairly by tier.
+  ...modelRateLimitsSpec,
   // The CPU tool lane runs here.
   ...toolActivitySpec,
   // Kafka commands start runs, so the orchestrator reads the same run defaults as the gateway.
@@ -79,6 +82,11 @@ export const orchestratorSpec = {
   MODEL_TIMEOUT_MS: int(30_000, 100, 600_000),
   /** A model call's completion limit (its `max_tokens`), and so the worst case a budget reserves for it. */
   AGENTRUN_MODEL_MAX_TOKENS: int(1_024, 1, 1_000_000),
+  /**
+   * CPU tool and model calls this process runs at once (the `cpu-tools` lane's activity slots). A call
+   * waiting for its turn under a shared rate limit holds none: its run waits on a timer.
+   */
+  CPU_TOOL_SLOTS: int(100, 1, 1_000),
   /** Commands decided at once, one per partition (a partition's commands stay in order). */
   COMMAND_CONCURRENCY: int(3, 1, 64),
   /** A workflow bundle made at build time; without it the worker bundles at start. */

@@ -1,8 +1,9 @@
+import { createHash } from 'node:crypto';
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { carriedEventsInterceptor, createAgentActivities, type TokenSink, StalledCarriers, createCaseSource, createChatClient, createPublishActivities, CPU_TOOLS, RunEventPublisher, type PublishDeps } from '@agentrun/activities';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { hostLanesFor, lanesFor, TOPICS } from '@agentrun/contracts';
-import { BudgetLedger, EffectLedger, GpuLeases } from '@agentrun/persistence';
+import { BudgetLedger, EffectLedger, GpuLeases, RateLimiter } from '@agentrun/persistence';
 import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, runEventPublishing, temporalCarrierReader, type LaneWorkerOptions, type WorkerPool } from '@agentrun/runtime';
 import type { InjectedSinks } from '@temporalio/worker';
 import type { RunEventSinks } from '@agentrun/workflows';
@@ -112,6 +113,12 @@ export class TemporalWorkers extends LaneWorkers {
       budgets: new BudgetLedger(db.dataSource),
       maxTokens: this.config.AGENTRUN_MODEL_MAX_TOKENS,
       ...(this.kafka ? { tokens: tokenSinkOf(this.kafka, this.tokenLog) } : {}),
+      rateLimits: {
+        limiter: new RateLimiter(db.dataSource),
+        limits: this.config.AGENTRUN_MODEL_RATE_LIMITS,
+        weights: this.config.AGENTRUN_TIER_WEIGHTS,
+        endpoint: endpointOf(this.config.MODEL_BASE_URL, this.config.MODEL_API_KEY),
+      },
       ...(host ? { placement: { host, lanes: hostLanesFor(prefix, host) } } : {}),
     });
     // The run events a call carries are published before it runs, where this process has Kafka.
@@ -120,10 +127,19 @@ export class TemporalWorkers extends LaneWorkers {
     const publishes = roles.has('workflows') || roles.has('commands');
     const carrier = this.kafka && publishes ? { interceptors: { activity: [carriedEventsInterceptor(this.publishDeps(this.kafka), (m) => this.carrierLog.warn(m))] } } : {};
     return [
-      { taskQueue: lanesFor(prefix).cpuTools, activities, ...carrier },
-      ...(host ? [{ taskQueue: hostLanesFor(prefix, host).cpuTools, activities, ...carrier }] : []),
+      { taskQueue: lanesFor(prefix).cpuTools, activities, maxConcurrentActivityTaskExecutions: this.config.CPU_TOOL_SLOTS, ...carrier },
+      ...(host ? [{ taskQueue: hostLanesFor(prefix, host).cpuTools, activities, maxConcurrentActivityTaskExecutions: this.config.CPU_TOOL_SLOTS, ...carrier }] : []),
     ];
   }
+}
+
+/**
+ * What a model's shared rate limits are counted under: the server and which key (a digest of it, never
+ * the key), so processes calling one provider with one key share a bucket and another key has its own.
+ */
+function endpointOf(baseUrl: string, apiKey: string | undefined): string {
+  const key = apiKey ? createHash('sha256').update(apiKey).digest('hex').slice(0, 16) : 'no-key';
+  return `${baseUrl.replace(/\/+$/, '')}#${key}`;
 }
 
 /** Model reply deltas onto `agentrun.run-tokens.v1`, keyed by run id; a failed send is logged at most once a minute. */

@@ -1,9 +1,9 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { hostname } from 'node:os';
-import type { BudgetLedger, EffectLedger, GpuLeases } from '@agentrun/persistence';
+import type { BudgetLedger, EffectLedger, GpuLeases, RateLimiter } from '@agentrun/persistence';
 import type { BudgetShortfall } from '@agentrun/contracts';
-import { BUDGET_EXHAUSTED, type AgentActivities, type ModelCall, type ModelReply, type ToolCall, type ToolResult, type WorkspacePlacement } from '@agentrun/workflows';
+import { BUDGET_EXHAUSTED, RATE_LIMIT_WAIT, type AgentActivities, type ModelCall, type ModelReply, type ToolCall, type ToolResult, type WorkspacePlacement } from '@agentrun/workflows';
 import { ChatError, type ChatClient, type ChatMessage } from './llm';
 import type { EvalCaseSource } from './eval-cases';
 import type { ObjectStore } from '@agentrun/archive';
@@ -15,8 +15,9 @@ import { toolSpecsFor } from './tool-specs';
 import { BadArguments, type Tool } from './tools';
 import { Workspace } from './workspace';
 import { usageOf, worstCaseOf } from './usage';
+import { processMetrics } from '@agentrun/telemetry';
 import { TokenStream, type TokenSink } from './token-stream';
-import type { ModelPrices } from '@agentrun/config';
+import { rateLimitOf, type ModelPrices, type ModelRateLimits, type TierWeights } from '@agentrun/config';
 
 export interface AgentActivityDeps {
   workspaceRoot: string;
@@ -55,7 +56,16 @@ export interface AgentActivityDeps {
    * call asks for the whole reply at once. `onError` hears of deltas that could not be sent.
    */
   tokens?: { sink: TokenSink; onError: (err: unknown, dropped: number) => void };
+  /**
+   * The models' shared rate limits (AGENTRUN_MODEL_RATE_LIMITS), the tiers' weights in them, and the
+   * endpoint they are counted under (the model server and the key, never the key itself). Without them,
+   * or for a model they do not name, calls go at once.
+   */
+  rateLimits?: { limiter: Pick<RateLimiter, 'acquire' | 'refund' | 'shrink'>; limits: ModelRateLimits; weights: TierWeights; endpoint: string };
 }
+
+/** Model calls told to wait for a turn under their model's shared rate limits. */
+const rateLimitWaits = processMetrics().rateLimitWaits();
 
 /** A model call's completion limit when the deployment sets none. */
 export const DEFAULT_MODEL_MAX_TOKENS = 1_024;
@@ -208,13 +218,29 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
       const chat = call.model && deps.chatFor ? deps.chatFor(call.model) : (deps.chat ?? notServed('the model'));
       const maxTokens = deps.maxTokens ?? DEFAULT_MODEL_MAX_TOKENS;
       const prices = deps.prices ?? {};
+      const limit = deps.rateLimits && rateLimitOf(deps.rateLimits.limits, chat.model);
       return once(call.key, 'model', call.reuse_key, async (attempt) => {
+        const worst = deps.budgets || limit ? worstCaseOf(call.messages, chat.model, prices, maxTokens) : undefined;
         // The worst case is reserved first, keyed by the call: a retry finds its reservation, never makes a second.
-        if (deps.budgets) {
-          const worst = worstCaseOf(call.messages, chat.model, prices, maxTokens);
+        if (deps.budgets && worst) {
           const reserved = await deps.budgets.reserve({ key: call.key, org: call.org, run_id: call.run_id, ...worst }, call.budget ?? {});
           if (!reserved.ok) {
             throw ApplicationFailure.create({ message: budgetMessage(reserved.shortfall), type: BUDGET_EXHAUSTED, nonRetryable: true, details: [reserved.shortfall] });
+          }
+        }
+        // Then its turn under the model's shared limits: when there is no room yet, the workflow waits on a
+        // timer and calls again (the reservation above is found again, not made twice).
+        const turn = limit && deps.rateLimits && worst ? { bucket: `${deps.rateLimits.endpoint} ${chat.model}`, share: `${call.org}/${call.tier ?? 'batch'}` } : undefined;
+        if (turn && deps.rateLimits && limit && worst) {
+          const decision = await deps.rateLimits.limiter.acquire({ ...turn, weight: deps.rateLimits.weights[call.tier ?? 'batch'] ?? 1, tokens: worst.tokens, limit });
+          if (!decision.ok) {
+            rateLimitWaits.inc({ model: chat.model });
+            throw ApplicationFailure.create({
+              message: `no room under ${chat.model}'s shared rate limits yet: waiting ${decision.wait_ms} ms for a turn`,
+              type: RATE_LIMIT_WAIT,
+              nonRetryable: true,
+              details: [{ wait_ms: decision.wait_ms }],
+            });
           }
         }
         // The reply as it is written, for live readers: numbered per attempt, so a retry's deltas replace the last one's.
@@ -228,6 +254,8 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
           );
         } catch (err) {
           if (!(err instanceof ChatError)) throw err;
+          // The provider's own limit was hit: every worker's rate for this model is lowered for a while.
+          if (err.kind === 'rate_limited' && turn && deps.rateLimits) await deps.rateLimits.limiter.shrink(turn.bucket);
           if (!err.retryable) {
             // A call that will not be made again frees what it reserved; a retried one keeps it.
             await deps.budgets?.release(call.key);
@@ -243,7 +271,12 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
           await tokens?.close();
         }
         const usage = usageOf(call, reply, chat.model, prices);
-        await deps.budgets?.settle(call.key, usage.prompt_tokens + usage.completion_tokens, usage.cost_usd);
+        const used = usage.prompt_tokens + usage.completion_tokens;
+        await both(
+          deps.budgets ? deps.budgets.settle(call.key, used, usage.cost_usd) : Promise.resolve(),
+          // What the turn took beyond what the call used goes back to the share.
+          turn && worst && deps.rateLimits ? deps.rateLimits.limiter.refund(turn.bucket, turn.share, worst.tokens - used) : undefined,
+        );
         const content = await inlineOrStore(deps.payloads.store, call, reply.content ?? '', deps.payloads.inlineMaxBytes);
         return {
           key: call.key,

@@ -6,3 +6,4 @@ export * from './model-endpoints';
 export * from './quotas';
 export * from './event-keys';
 export * from './model-prices';
+export * from './model-rate-limits';

@@ -67,6 +67,8 @@ const AGENT_START_SCHEMA = Type.Object(
     owner: Type.Optional(Name()),
     snapshots: Type.Optional(SNAPSHOT_SETTINGS_SCHEMA),
     budget: Type.Optional(RUN_BUDGET_SCHEMA),
+    /** The model the run's model calls ask for, on the platform's model endpoint; absent: the endpoint's configured model. */
+    model: Type.Optional(Type.String({ pattern: '^[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199}$' })),
   },
   { additionalProperties: false },
 );

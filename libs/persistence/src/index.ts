@@ -12,3 +12,4 @@ export * from './run-state';
 export * from './evals';
 export * from './command-keys';
 export * from './budgets';
+export * from './rate-limits';

@@ -200,6 +200,13 @@ export class AgentRunMetrics {
     return this.once('run-tokens-dropped', () => new Counter({ name: 'agentrun_run_token_deltas_dropped_total', help: "Model reply deltas not sent to the run-tokens topic (the send failed; the step's event keeps the whole reply)", registers: [this.registry] }));
   }
 
+  /** `agentrun_model_rate_limit_waits_total{model}`: model calls told to wait for a turn under their model's shared rate limits (each a durable timer in its run). */
+  rateLimitWaits(): { inc(labels: { model: string }): void } {
+    const counter = this.once('rate-limit-waits', () => new Counter({ name: 'agentrun_model_rate_limit_waits_total', help: "Model calls told to wait for a turn under their model's shared rate limits (the run waits on a timer, then calls again)", labelNames: ['model'], registers: [this.registry] }));
+    // The model label bounded like the other model metrics'.
+    return { inc: ({ model }) => counter.inc({ model: this.modelLabel.of(model) }) };
+  }
+
   /** `agentrun_sse_streams`: open SSE streams, read at scrape time. */
   sseStreams(read: () => number): void {
     this.once('sse-streams', () => new Gauge({ name: 'agentrun_sse_streams', help: 'Open SSE streams of this gateway', registers: [this.registry], collect() { this.set(read()); } }));

@@ -9,6 +9,7 @@ import { CARRIED_EVENTS_KEY, publishesBySink, type Outbox } from './outbox';
 import { ResearchAgent } from './research-agent.workflow';
 import { FOREVER, MODEL_RETRY, TOOL_RETRY } from './retry-policies';
 import { CURRENT_STEP_KEY } from './search-attributes';
+import { inTurn } from './model-turn';
 
 const PRIORITY_FOR_TIER = { enterprise: 1, team: 3, batch: 5 } as const;
 
@@ -329,7 +330,7 @@ export class StepExecutor {
     const key = `${this.run.workflowId}:${this.run.step}:${digest(seed)}`;
     const reuse = this.run.reuseKeyFor(key);
     const budget = this.run.spendLimit;
-    return this.activities.model.callModel({
+    const call: ModelCall = {
       key,
       ...(reuse ? { reuse_key: reuse } : {}),
       org: this.input.org,
@@ -338,7 +339,9 @@ export class StepExecutor {
       tools,
       ...(this.input.model ? { model: this.input.model } : {}),
       ...(budget ? { budget } : {}),
-    });
+      tier: this.input.tier,
+    };
+    return inTurn(() => this.activities.model.callModel(call));
   }
 }
 

@@ -309,10 +309,19 @@ export interface ModelCall {
   model?: string;
   /** The run's limits: the call's worst case is reserved against them (and the org's monthly budget) first. */
   budget?: RunBudget;
+  /** The run's tier: its weight in the fair share of a model's shared rate limits (`batch` when absent). */
+  tier?: Tier;
 }
 
 /** The failure type `callModel` reports when a call's worst case does not fit a budget; its first detail is the `BudgetShortfall` (contracts). */
 export const BUDGET_EXHAUSTED = 'BudgetExhausted';
+
+/**
+ * The failure type `callModel` reports when the model's shared rate limits have no room for the call
+ * yet; its first detail is `{ wait_ms }`. The workflow waits that long on a timer (holding no worker
+ * slot) and makes the call again.
+ */
+export const RATE_LIMIT_WAIT = 'RateLimitWait';
 
 
 export interface ModelReply {

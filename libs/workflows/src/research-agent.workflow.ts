@@ -3,6 +3,7 @@ import type { AgentActivities, ModelReply, ResearchInput } from './agent-run.typ
 import { digest } from './digest';
 import { CARRIED_EVENTS_KEY, CARRIED_RESULT_KEY, isCarriedResult, type CarriedEvents, type CarriedResult } from './outbox';
 import { MODEL_RETRY } from './retry-policies';
+import { inTurn } from './model-turn';
 
 /**
  * A sub-agent: its own history and replay; the parent sees one answer. When the parent hands it its
@@ -18,7 +19,7 @@ export async function ResearchAgent(input: ResearchInput): Promise<string | Carr
   });
   const prompt = `research: ${input.question}`;
   const carried: CarriedEvents[] = input.run_events?.length ? [{ [CARRIED_EVENTS_KEY]: input.run_events }] : [];
-  const answer: unknown = await (callModel as (...args: unknown[]) => Promise<unknown>)(
+  const answer: unknown = await inTurn(() => (callModel as (...args: unknown[]) => Promise<unknown>)(
     {
       key: `${workflowInfo().workflowId}:0:${digest(prompt)}`,
       org: input.org,
@@ -30,7 +31,7 @@ export async function ResearchAgent(input: ResearchInput): Promise<string | Carr
       tools: [],
     },
     ...carried,
-  );
+  ));
   if (!isCarriedResult(answer)) return (answer as ModelReply).content;
   return { [CARRIED_RESULT_KEY]: answer[CARRIED_RESULT_KEY], value: (answer.value as ModelReply).content };
 }

@@ -117,6 +117,7 @@ export class RunStarter {
       lanes: { agentWorkflows: lanes.agentWorkflows, cpuTools: lanes.cpuTools, gpuTools: lanes.gpuTools, snapshots: lanes.snapshots },
       ...(settings.snapshots ? { snapshots: snapshotConfigOf(settings.snapshots, limits?.snapshots_per_run) } : {}),
       ...(settings.budget ? { budget: settings.budget } : {}),
+      ...(settings.model ? { model: settings.model } : {}),
       ...this.deps.agentDefaults,
     };
     return this.startOnce({

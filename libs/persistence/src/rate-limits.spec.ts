@@ -1,0 +1,63 @@
+import { BURST_MS, decide, MAX_WAIT_MS, RECOVER_MS, scaleAt } from './rate-limits';
+
+const limit = { tokens_per_minute: 6_000, requests_per_minute: 60 };
+
+describe('the shared token bucket (pure decisions)', () => {
+  it('a share seen first starts with its burst, and a call takes what it needs from it', () => {
+    const { levels, decision } = decide(undefined, { tokens: 200, limit }, 1, 0);
+    expect(decision).toEqual({ ok: true });
+    // 100 tokens/s and 1 request/s: 10 s of each, less the call.
+    expect(levels).toEqual({ requests: (60 / 60_000) * BURST_MS - 1, tokens: (6_000 / 60_000) * BURST_MS - 200, at: 0 });
+  });
+
+  it('an empty share is told how long until its call fits, at most MAX_WAIT_MS', () => {
+    const empty = { requests: 5, tokens: 0, at: 0 };
+    expect(decide(empty, { tokens: 200, limit }, 1, 0).decision).toEqual({ ok: false, wait_ms: 2_000 });
+    // Half the rate: twice as long.
+    expect(decide(empty, { tokens: 200, limit }, 0.5, 0).decision).toEqual({ ok: false, wait_ms: 4_000 });
+    expect(decide(empty, { tokens: 900, limit }, 1, 0).decision).toEqual({ ok: false, wait_ms: MAX_WAIT_MS });
+    // After the wait it fits.
+    expect(decide(empty, { tokens: 200, limit }, 1, 2_000).decision).toEqual({ ok: true });
+  });
+
+  it('a call larger than the burst waits for a full burst, then takes the level below zero', () => {
+    const full = { requests: 10, tokens: 1_000, at: 0 };
+    const { levels, decision } = decide(full, { tokens: 3_000, limit }, 1, 0);
+    expect(decision).toEqual({ ok: true });
+    expect(levels.tokens).toBe(-2_000);
+    expect(decide(levels, { tokens: 100, limit }, 1, 0).decision).toEqual({ ok: false, wait_ms: MAX_WAIT_MS });
+    expect(decide(levels, { tokens: 100, limit }, 1, 21_000).decision).toEqual({ ok: true });
+  });
+
+  it('requests per minute alone: one request a call, whatever its tokens', () => {
+    const rpm = { requests_per_minute: 6 };
+    const empty = { requests: 0, tokens: 0, at: 0 };
+    expect(decide(empty, { tokens: 1e6, limit: rpm }, 1, 0).decision).toEqual({ ok: false, wait_ms: MAX_WAIT_MS });
+    expect(decide(empty, { tokens: 1e6, limit: rpm }, 1, 10_000).decision).toEqual({ ok: true });
+  });
+
+  it("over a long run each share's calls add up to its part of the rate", () => {
+    // Two shares of equal weight take turns, each calling as soon as it is allowed, for 10 minutes.
+    const taken = [0, 0];
+    const levels: ({ requests: number; tokens: number; at: number } | undefined)[] = [undefined, undefined];
+    const nextAt = [0, 0];
+    for (let now = 0; now < 600_000; now += 50) {
+      for (const i of [0, 1]) {
+        if (now < nextAt[i]) continue;
+        const out = decide(levels[i], { tokens: 150, limit: { tokens_per_minute: 6_000 } }, 0.5, now);
+        levels[i] = out.levels;
+        if (out.decision.ok) taken[i] += 150;
+        else nextAt[i] = now + out.decision.wait_ms;
+      }
+    }
+    // 10 minutes at half of 6,000 a minute, plus the starting burst.
+    for (const t of taken) expect(Math.abs(t - 30_000 - 500) / 30_000).toBeLessThan(0.02);
+  });
+
+  it('a 429 scale grows back to the whole over RECOVER_MS', () => {
+    expect(scaleAt(1, null, 0)).toBe(1);
+    expect(scaleAt(0.5, 0, 0)).toBe(0.5);
+    expect(scaleAt(0.5, 0, RECOVER_MS / 2)).toBe(0.75);
+    expect(scaleAt(0.5, 0, RECOVER_MS * 2)).toBe(1);
+  });
+});

@@ -1,0 +1,93 @@
+import type { ModelCallUsage, RunEventEnvelope } from '@agentrun/contracts';
+import { Platform, uniqueId } from '../support/platform';
+import { scrapeMetrics, total } from '../support/prometheus';
+import { waitFor } from '../support/wait';
+
+/**
+ * Shared rate limits against the real servers: `scripted` and `scripted-agent` each have a tokens-per-
+ * minute limit, shared by every worker process through Postgres and split among the orgs' tiers of work
+ * that wait on it by weight. For a minute two orgs of one tier keep `llm` runs going on `scripted`, and
+ * an enterprise org and a batch org on `scripted-agent`; the tokens their calls used in the minute's
+ * last 60 s (after the first bursts) must be their parts of the limit within 10%. The CPU lane has 2
+ * slots: a run on a model without limits finishes meanwhile, so the waiting runs hold none.
+ */
+describe('shared rate limits', () => {
+  const TPM = 6_000;
+  const platform = new Platform({
+    AGENTRUN_MODEL_RATE_LIMITS: JSON.stringify({ scripted: { tokens_per_minute: TPM }, 'scripted-agent': { tokens_per_minute: TPM } }),
+    AGENTRUN_MODEL_MAX_TOKENS: '100',
+    CPU_TOOL_SLOTS: '2',
+  });
+  beforeAll(() => platform.start());
+  afterAll(() => platform.stop());
+
+  const usageIn = async (org: string, fromMs: number, toMs: number) => {
+    const rows = await platform.query<{ event: RunEventEnvelope }>(
+      `SELECT event FROM run_events WHERE org = $1 AND type = 'step_completed' AND (event->>'ts')::timestamptz BETWEEN to_timestamp($2 / 1000.0) AND to_timestamp($3 / 1000.0)`,
+      [org, fromMs, toMs],
+    );
+    return rows.map((r) => r.event.payload.usage as ModelCallUsage | undefined).filter((u): u is ModelCallUsage => u !== undefined).reduce((n, u) => n + u.prompt_tokens + u.completion_tokens, 0);
+  };
+
+  it('two orgs of one tier get half of a limit each, a higher tier its weight, and waiting runs hold no worker slot', async () => {
+    const orgs = { a: uniqueId('rl-a'), b: uniqueId('rl-b'), gold: uniqueId('rl-gold'), bulk: uniqueId('rl-bulk') };
+    const plan = [
+      { org: orgs.a, model: 'scripted', tier: 'team' },
+      { org: orgs.b, model: 'scripted', tier: 'team' },
+      { org: orgs.gold, model: 'scripted-agent', tier: 'enterprise' },
+      { org: orgs.bulk, model: 'scripted-agent', tier: 'batch' },
+    ];
+    const startRun = async (org: string, model: string, tier: string) => {
+      const runId = uniqueId('rl');
+      const res = await platform.http('POST', '/agents', { org, body: { run_id: runId, goal: '[scenario:agent] find the parser notes', max_steps: 8, policy: 'llm', tier, model } });
+      expect(res.status).toBe(202);
+      return runId;
+    };
+    const statusOf = async (org: string, runId: string) => {
+      const res = await platform.http('GET', `/runs/${runId}`, { org });
+      return res.status === 200 ? (res.body.status as string) : 'starting';
+    };
+    // Keep three runs going per org for 80 s: as one ends, the next starts.
+    const started = Date.now();
+    const until = started + 80_000;
+    let freeRunDone: number | undefined;
+    let freeRunChecked = false;
+    const keepGoing = async (org: string, model: string, tier: string) => {
+      const live = new Set<string>();
+      while (Date.now() < until) {
+        for (const runId of [...live]) {
+          const status = await statusOf(org, runId);
+          if (status === 'failed') throw new Error(`run ${runId} of ${org} failed`);
+          if (status === 'done') live.delete(runId);
+        }
+        while (live.size < 3) live.add(await startRun(org, model, tier));
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      return live;
+    };
+    const freeRun = async () => {
+      // Once every limited org is waiting its turn, a run on a model with no limit goes through the 2 slots.
+      await waitFor('calls told to wait', async () => total(await scrapeMetrics(platform.ports.orchestrator), 'agentrun_model_rate_limit_waits_total') >= 8, 60_000, 250);
+      const org = uniqueId('rl-free');
+      const runId = await startRun(org, 'scripted-slow', 'batch');
+      await platform.waitForStatus(org, runId, 'done', 60_000);
+      freeRunDone = Date.now();
+      freeRunChecked = true;
+    };
+    await Promise.all([...plan.map((p) => keepGoing(p.org, p.model, p.tier)), freeRun()]);
+    expect(freeRunChecked).toBe(true);
+    expect(freeRunDone).toBeLessThan(until);
+
+    // The minute after the first 20 s (the shares' first bursts are spent by then).
+    const from = started + 20_000;
+    const to = from + 60_000;
+    const used = Object.fromEntries(await Promise.all(plan.map(async (p) => [p.org, await usageIn(p.org, from, to)] as const)));
+    console.log(`tokens in one minute under ${TPM}/min: ${plan.map((p) => `${p.tier}@${p.model} ${used[p.org]}`).join(', ')}`);
+    const near = (value: number, expected: number) => expect(Math.abs(value - expected) / expected).toBeLessThan(0.1);
+    near(used[orgs.a], TPM / 2);
+    near(used[orgs.b], TPM / 2);
+    // Enterprise weighs 4, batch 1.
+    near(used[orgs.gold], (TPM * 4) / 5);
+    near(used[orgs.bulk], TPM / 5);
+  }, 240_000);
+});
