@@ -1,7 +1,9 @@
 /**
- * What budget enforcement adds to a model call, in one run on the shared Postgres and the local model
- * server: the same chat completion made alone (the baseline) and wrapped as `callModel` wraps it with
- * budgets on (reserve the worst case in the reservation ledger, the call, settle to its usage), on a
+ * What budget enforcement and shared rate limits add to a model call, in one run on the shared Postgres
+ * and the local model server: the same chat completion made alone (the baseline), wrapped as `callModel`
+ * wraps it with budgets on (reserve the worst case in the reservation ledger, the call, settle to its
+ * usage), and with a shared rate limit too (a turn asked of the bucket after the reservation, granted
+ * under a limit no call reaches, and the unused worst case refunded after), on a
  * fresh database with an org monthly budget set (so the org's month is summed on every reservation)
  * and a run budget on every call (so the run's sums are read too). Sides alternate call by call, so a
  * drift in the machine's load weighs on both alike. Prints p50 and p90 of each side, the added p50
@@ -14,7 +16,7 @@
 import { performance } from 'node:perf_hooks';
 import { createChatClient, usageOf, worstCaseOf } from '@agentrun/activities';
 import { parseModelPrices } from '@agentrun/config';
-import { BudgetLedger, createDataSource, migrate } from '@agentrun/persistence';
+import { BudgetLedger, createDataSource, migrate, RateLimiter } from '@agentrun/persistence';
 import { startModelServer } from '../../apps/model-server/src/model-server';
 import { freshDatabase } from '../support/database';
 
@@ -44,8 +46,12 @@ async function main(): Promise<void> {
     // Warm both paths (connections, JIT) before anything is timed.
     for (let i = 0; i < 20; i++) await ask();
 
+    const limiter = new RateLimiter(dataSource);
+    // A limit no call of the bench reaches: every turn is granted, so what is timed is the asking.
+    const limit = { requests_per_minute: 1_000_000, tokens_per_minute: 1_000_000_000 };
     const bare: number[] = [];
     const budgeted: number[] = [];
+    const limited: number[] = [];
     let spent = 0;
     for (let i = 0; i < CALLS; i++) {
       let t0 = performance.now();
@@ -62,6 +68,21 @@ async function main(): Promise<void> {
       await ledger.settle(key, usage.prompt_tokens + usage.completion_tokens, usage.cost_usd);
       budgeted.push(performance.now() - t0);
       spent += usage.cost_usd;
+
+      // As callModel makes it with budgets and a shared rate limit: reserve, ask for a turn, call, settle and refund.
+      t0 = performance.now();
+      const limitedKey = `${ORG}/rl-${i % 20}:${i}:model`;
+      const limitedWorst = worstCaseOf(messages, 'scripted', prices, MAX_TOKENS);
+      const held = await ledger.reserve({ key: limitedKey, org: ORG, run_id: `rl-${i % 20}`, ...limitedWorst }, { max_tokens: 10_000_000, max_cost_usd: 10_000 });
+      if (!held.ok) throw new Error(`reservation refused: ${JSON.stringify(held)}`);
+      const turn = await limiter.acquire({ bucket: 'bench scripted', share: `${ORG}/team`, weight: 2, tokens: limitedWorst.tokens, limit });
+      if (!turn.ok) throw new Error(`a turn was refused under a limit no call reaches: ${JSON.stringify(turn)}`);
+      const limitedReply = await ask();
+      const limitedUsage = usageOf({ messages }, limitedReply, 'scripted', prices);
+      const used = limitedUsage.prompt_tokens + limitedUsage.completion_tokens;
+      await Promise.all([ledger.settle(limitedKey, used, limitedUsage.cost_usd), limiter.refund('bench scripted', `${ORG}/team`, limitedWorst.tokens - used)]);
+      limited.push(performance.now() - t0);
+      spent += limitedUsage.cost_usd;
     }
 
     // Reservations alone, four reservers of one org at once: the org's lock is the queue.
@@ -90,7 +111,9 @@ async function main(): Promise<void> {
     console.log(`| --- | --- | --- |`);
     console.log(`| model call alone (baseline) | ${ms(pct(bare, 0.5))} | ${ms(pct(bare, 0.9))} |`);
     console.log(`| reserve + model call + settle | ${ms(pct(budgeted, 0.5))} | ${ms(pct(budgeted, 0.9))} |`);
-    console.log(`added p50: ${ms(pct(budgeted, 0.5) - pct(bare, 0.5))} ms; ratio ${(pct(budgeted, 0.5) / pct(bare, 0.5)).toFixed(2)}x`);
+    console.log(`| reserve + turn + model call + settle and refund | ${ms(pct(limited, 0.5))} | ${ms(pct(limited, 0.9))} |`);
+    console.log(`added p50 by the budget: ${ms(pct(budgeted, 0.5) - pct(bare, 0.5))} ms; ratio ${(pct(budgeted, 0.5) / pct(bare, 0.5)).toFixed(2)}x`);
+    console.log(`added p50 by budget and rate limit: ${ms(pct(limited, 0.5) - pct(bare, 0.5))} ms; ratio ${(pct(limited, 0.5) / pct(bare, 0.5)).toFixed(2)}x (the rate limit alone: ${ms(pct(limited, 0.5) - pct(budgeted, 0.5))} ms)`);
     console.log(`reserve + settle alone, 4 concurrent reservers of one org: p50 ${ms(pct(alone, 0.5))} ms, p90 ${ms(pct(alone, 0.9))} ms, ${(alone.length / (wall / 1000)).toFixed(0)} reservations/s`);
     console.log(`ledger checked: every reservation settled; the org's month $${standing.spent_usd} = the calls' $${Math.round(spent * 1e8) / 1e8}`);
   } finally {

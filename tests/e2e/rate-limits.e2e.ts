@@ -12,7 +12,7 @@ import { waitFor } from '../support/wait';
  * slots: a run on a model without limits finishes meanwhile, so the waiting runs hold none.
  */
 describe('shared rate limits', () => {
-  const TPM = 6_000;
+  const TPM = 12_000;
   const platform = new Platform({
     AGENTRUN_MODEL_RATE_LIMITS: JSON.stringify({ scripted: { tokens_per_minute: TPM }, 'scripted-agent': { tokens_per_minute: TPM } }),
     AGENTRUN_MODEL_MAX_TOKENS: '100',

@@ -65,8 +65,11 @@ describe('token streaming', () => {
         expect(onTopic.filter((d) => d.step === answer.step).length).toBeGreaterThan(1);
         expect(textOf(onTopic, answer.step)).toEqual({ attempt: answer.attempt, text: answer.output });
       }
-      // The stream was open before the last answer started: it has that step's every delta.
+      // The stream was open before the last answer started: it has that step's every delta, each once
+      // (a repeat is allowed by the contract, after a producer's retry, but none happens on a quiet run).
       expect(textOf(onStream, last.step)).toEqual({ attempt: last.attempt, text: last.output });
+      const lastOnStream = onStream.filter((d) => d.step === last.step && d.attempt === last.attempt);
+      expect(new Set(lastOnStream.map((d) => d.index)).size).toBe(lastOnStream.length);
       // The SSE stream's run events are still 1..N by id; the read model holds no delta.
       const ids = stream.frames.filter((f) => f.id !== undefined).map((f) => Number(f.id));
       expect(ids).toEqual(ids.map((_, i) => i + 1));

@@ -35,6 +35,7 @@ export class LiveTokensHub implements OnModuleInit, OnApplicationShutdown, Readi
       groupId: group,
       topics: [this.kafka.topic(TOPICS.runTokens)],
       fromBeginning: false,
+      commits: false,
       handle: async (messages) => {
         for (const message of messages) this.dispatch(message);
       },

@@ -36,6 +36,11 @@ export interface ConsumeOptions {
   fromBeginning?: boolean;
   /** Partitions handled at once; each partition's messages stay in order. */
   concurrency?: number;
+  /**
+   * A live reader (false): each batch counts as done once its handler returns, in memory only; nothing is
+   * committed, so a restart reads from where `fromBeginning` says again. Default true: the handler commits.
+   */
+  commits?: boolean;
   handle: BatchHandler;
 }
 
@@ -194,7 +199,8 @@ export class KafkaBus implements TopicAdmin {
     await consumer.subscribe({ topics: options.topics, fromBeginning: options.fromBeginning ?? true });
     await consumer.run({
       autoCommit: false,
-      eachBatchAutoResolve: false,
+      // Without commits the batch's offsets are resolved when its handler returns, or the next fetch reads it again.
+      eachBatchAutoResolve: options.commits === false,
       partitionsConsumedConcurrently: options.concurrency ?? 1,
       eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning, isStale }) => {
         const messages: InboundMessage[] = batch.messages.map((m) => ({

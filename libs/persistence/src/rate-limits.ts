@@ -48,10 +48,9 @@ export function scaleAt(scale: number, shrunkAt: number | null, now: number): nu
 /**
  * One decision of the token bucket, as a pure function. The share's part of the bucket's rate is its
  * weight over the weights of the shares seen lately (its own included); its levels are refilled at that
- * rate since they were last, up to `BURST_MS` of it. A call goes when each level holds what it needs
- * (one request, its worst-case tokens, or the whole burst when the call is larger: it may then take the
- * level below zero, so a large call is slow but never starved), and takes it; otherwise it is told how
- * long until it would, at most `MAX_WAIT_MS`.
+ * rate since they were last, up to `BURST_MS` of it or twice the call, whichever is more. A call goes
+ * when each level holds what it needs (one request, its worst-case tokens), and takes it; otherwise it is
+ * told how long until it would, at most `MAX_WAIT_MS` (it asks again then: the split may have changed).
  */
 export function decide(levels: ShareLevels | undefined, request: Pick<RateRequest, 'tokens' | 'limit'>, part: number, now: number): { levels: ShareLevels; decision: RateDecision } {
   const dims = [
@@ -63,12 +62,14 @@ export function decide(levels: ShareLevels | undefined, request: Pick<RateReques
   for (const { key, perMinute, need } of dims) {
     if (perMinute === undefined) continue;
     const perMs = (perMinute / 60_000) * part;
-    const cap = perMs * BURST_MS;
+    const burst = perMs * BURST_MS;
+    // Room for twice the call, so what accrues between the moment it would fit and the moment it asks
+    // again is kept, not cut off; a refund above the cap stays too (refill stops there, nothing is lost).
+    const cap = Math.max(burst, 2 * need);
     // A share seen for the first time starts with its burst.
-    const level = levels ? Math.min(cap, levels[key] + perMs * Math.max(0, now - levels.at)) : cap;
+    const level = !levels ? burst : levels[key] >= cap ? levels[key] : Math.min(cap, levels[key] + perMs * Math.max(0, now - levels.at));
     next[key] = level;
-    const wanted = Math.min(need, cap);
-    if (level < wanted) wait = Math.max(wait, (wanted - level) / perMs);
+    if (level < need) wait = Math.max(wait, (need - level) / perMs);
   }
   if (wait > 0) return { levels: next, decision: { ok: false, wait_ms: Math.min(MAX_WAIT_MS, Math.ceil(wait)) } };
   for (const { key, perMinute, need } of dims) if (perMinute !== undefined) next[key] -= need;
