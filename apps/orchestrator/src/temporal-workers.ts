@@ -7,6 +7,7 @@ import { BudgetLedger, EffectLedger, GpuLeases, RateLimiter } from '@agentrun/pe
 import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, runEventPublishing, temporalCarrierReader, type LaneWorkerOptions, type WorkerPool } from '@agentrun/runtime';
 import type { InjectedSinks } from '@temporalio/worker';
 import type { RunEventSinks } from '@agentrun/workflows';
+import { FaultPoints } from '@agentrun/config';
 import { processMetrics } from '@agentrun/telemetry';
 import type { OrchestratorConfig } from './config';
 
@@ -113,6 +114,7 @@ export class TemporalWorkers extends LaneWorkers {
       budgets: new BudgetLedger(db.dataSource),
       maxTokens: this.config.AGENTRUN_MODEL_MAX_TOKENS,
       ...(this.kafka ? { tokens: tokenSinkOf(this.kafka, this.tokenLog) } : {}),
+      faults: new FaultPoints(this.config.AGENTRUN_FAULTS, this.config.AGENTRUN_PROFILE),
       rateLimits: {
         limiter: new RateLimiter(db.dataSource),
         limits: this.config.AGENTRUN_MODEL_RATE_LIMITS,

@@ -17,7 +17,7 @@ import { Workspace } from './workspace';
 import { usageOf, worstCaseOf } from './usage';
 import { processMetrics } from '@agentrun/telemetry';
 import { TokenStream, type TokenSink } from './token-stream';
-import { rateLimitOf, type ModelPrices, type ModelRateLimits, type TierWeights } from '@agentrun/config';
+import { rateLimitOf, type FaultPoints, type ModelPrices, type ModelRateLimits, type TierWeights } from '@agentrun/config';
 
 export interface AgentActivityDeps {
   workspaceRoot: string;
@@ -62,6 +62,8 @@ export interface AgentActivityDeps {
    * or for a model they do not name, calls go at once.
    */
   rateLimits?: { limiter: Pick<RateLimiter, 'acquire' | 'refund' | 'shrink'>; limits: ModelRateLimits; weights: TierWeights; endpoint: string };
+  /** Test-profile fault points (AGENTRUN_FAULTS): `model.lose_completion_every=N` loses every Nth recorded model call's completion. */
+  faults?: FaultPoints;
 }
 
 /** Model calls told to wait for a turn under their model's shared rate limits. */
@@ -219,7 +221,7 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
       const maxTokens = deps.maxTokens ?? DEFAULT_MODEL_MAX_TOKENS;
       const prices = deps.prices ?? {};
       const limit = deps.rateLimits && rateLimitOf(deps.rateLimits.limits, chat.model);
-      return once(call.key, 'model', call.reuse_key, async (attempt) => {
+      const reply = await once(call.key, 'model', call.reuse_key, async (attempt) => {
         const worst = deps.budgets || limit ? worstCaseOf(call.messages, chat.model, prices, maxTokens) : undefined;
         // The worst case is reserved first, keyed by the call: a retry finds its reservation, never makes a second.
         if (deps.budgets && worst) {
@@ -289,6 +291,12 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
           duplicate: false,
         };
       });
+      // A completion lost after its effect was recorded (the fault suite's way to make one): the retry
+      // finds the recorded reply, and reserves, settles and bills nothing again.
+      if (!reply.duplicate && deps.faults?.hit('model.lose_completion_every')) {
+        throw ApplicationFailure.retryable(`fault point model.lose_completion_every: the completion of ${call.key} is lost`, 'FaultLostCompletion');
+      }
+      return reply;
     },
 
     async stageWorkspace({ org, run_id, key }) {
