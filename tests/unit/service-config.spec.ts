@@ -83,7 +83,7 @@ const SERVICES: Record<string, Service> = {
   'gpu-worker': {
     spec: gpuWorkerSpec,
     load: loadGpuWorkerConfig,
-    groups: ['lifecycle', 'tracing', 'logging', 'mode', 'profile', 'kafka', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'modelEndpointNames', 'eventSigning'],
+    groups: ['lifecycle', 'tracing', 'logging', 'mode', 'profile', 'kafka', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'modelEndpointNames', 'modelPrices', 'eventSigning'],
     own: ['GPU_WORKER_HOST', 'GPU_WORKER_PORT', 'GPU_SLOTS', 'EVAL_SLOTS', 'CASE_TICKS', 'CASE_TICK_MS', 'CASE_HICCUP_PER_MILLE', 'MODEL_BASE_URL', 'MODEL_API_KEY', 'EVAL_MODEL_TIMEOUT_MS', 'EVAL_MAX_TOKENS'],
     bad: ['GPU_SLOTS', 'two'],
   },

@@ -142,11 +142,13 @@ export class CommandsController {
   @Post('runs/:id/raise-budget')
   @HttpCode(202)
   @ApiControl(
-    "Raise an agent run's budget to new totals (max_tokens, max_cost_usd); a run paused on its budget goes on. 422 when a limit is not higher than the run's, or the org's monthly budget does not allow it",
+    "Raise a run's budget to new totals (max_tokens, max_cost_usd), agent or eval; a run paused on its budget goes on. 422 when a limit is not higher than the run's, or the org's monthly budget does not allow it",
     'agent.raise_budget',
   )
   async raiseBudget(@CurrentOrg() org: string, @Param('id') id: string, @Headers('idempotency-key') key: string | undefined, @Body() body: unknown): Promise<CommandAccepted> {
-    return this.control(org, id, key, body, 'agent.raise_budget');
+    // One route for both kinds, as for cancel: the run's kind picks the command.
+    const kind = (await this.readModel.getRun(org, requireRunId(id)))?.kind;
+    return this.control(org, id, key, body, kind === 'eval' ? 'eval.raise_budget' : 'agent.raise_budget');
   }
 
   @Post('runs/:id/approve')

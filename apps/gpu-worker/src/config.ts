@@ -1,4 +1,4 @@
-import { databaseSpec, eventSigningSpec, int, kafkaSpec, profileSpec, lifecycleSpec, tracingSpec, loggingSpec, modeSpec, modelEndpointSpec, loadServiceConfig, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
+import { databaseSpec, eventSigningSpec, int, kafkaSpec, profileSpec, lifecycleSpec, tracingSpec, loggingSpec, modeSpec, modelEndpointSpec, loadServiceConfig, modelPricesSpec, objectStoreSpec, str, temporalSpec, toolActivitySpec, workspaceSpec, type ConfigOf, type Env } from '@agentrun/config';
 
 /**
  * A Temporal worker with Postgres for its ledgers, and Kafka for the run events its `gpu-tools` calls
@@ -35,6 +35,8 @@ export const gpuWorkerSpec = {
   ...modelEndpointSpec,
   EVAL_MODEL_TIMEOUT_MS: int(60_000, 100, 600_000),
   EVAL_MAX_TOKENS: int(256, 1, 32_768),
+  // What eval cases' model calls cost (their results' usage, and what their eval's budget reserves).
+  ...modelPricesSpec,
 };
 export type GpuWorkerConfig = ConfigOf<typeof gpuWorkerSpec>;
 export const loadGpuWorkerConfig = (env?: Env) => loadServiceConfig(gpuWorkerSpec, env);

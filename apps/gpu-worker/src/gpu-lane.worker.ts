@@ -3,7 +3,7 @@ import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { carriedEventsInterceptor, createAgentActivities, createCaseSource, createChatClient, createEvalActivities, GPU_TOOLS, type ChatClient, type ChatClientFor } from '@agentrun/activities';
 import { modelEndpointsOf, readNamedSecret } from '@agentrun/config';
 import { lanesFor } from '@agentrun/contracts';
-import { EffectLedger, GpuLeases } from '@agentrun/persistence';
+import { BudgetLedger, EffectLedger, GpuLeases } from '@agentrun/persistence';
 import { Database, Kafka, LaneWorkers, PLATFORM_CONFIG, runEventPublishing, type LaneWorkerOptions } from '@agentrun/runtime';
 import type { GpuWorkerConfig } from './config';
 
@@ -70,7 +70,15 @@ export class GpuLaneWorker extends LaneWorkers {
           ticks: this.config.CASE_TICKS,
           tickMs: this.config.CASE_TICK_MS,
           hiccupFraction: this.config.CASE_HICCUP_PER_MILLE / 1000,
-          real: { cases: createCaseSource(store), chatFor: this.chatFor(), maxTokens: this.config.EVAL_MAX_TOKENS, store },
+          real: {
+            cases: createCaseSource(store),
+            chatFor: this.chatFor(),
+            maxTokens: this.config.EVAL_MAX_TOKENS,
+            store,
+            prices: this.config.AGENTRUN_MODEL_PRICES,
+            // Each case's worst case is reserved against its eval's budget and its org's month.
+            budgets: new BudgetLedger(this.db.dataSource),
+          },
         }),
       },
     ];

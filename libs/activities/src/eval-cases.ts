@@ -23,6 +23,9 @@ import {
 } from '@agentrun/evals';
 import type { AgentCaseRun, CaseOutcome, CaseRequest, CaseSpec, EvalDatasetRef, NamedSpec } from '@agentrun/workflows';
 import { ChatError, classifyModelError, type ChatClient, type ChatMessage, type ChatUsage } from './llm';
+import { costOf, priceOf, type ModelPrices } from '@agentrun/config';
+import type { BudgetLedger } from '@agentrun/persistence';
+import { estimateTokens } from './usage';
 
 import { streamText } from './snapshot.activities';
 
@@ -66,15 +69,39 @@ export interface RealCaseDeps {
   chatFor: ChatClientFor;
   /** Default answer length for `generate` when the solver does not say. */
   maxTokens: number;
+  /** What the cases' model calls cost (AGENTRUN_MODEL_PRICES); without it a case's usage has no cost. */
+  prices?: ModelPrices;
+  /** The reservation ledger: a case's worst case is reserved against the eval's budget and its org's month before it runs. */
+  budgets?: Pick<BudgetLedger, 'reserve' | 'settle'>;
 }
 
 /** Texts in an event are cut to what its schema allows. */
 const clip = (text: string, max: number): [string, boolean] => (text.length > max ? [text.slice(0, max), true] : [text, false]);
 
+/** What a case's model calls took: tokens, and their cost at the configured prices when there are any. */
+interface CaseUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  cost_usd?: number;
+}
+
 /** What a case's solver produced: its answer and the tokens it took. */
 interface Solved {
   output: string;
-  usage?: { prompt_tokens: number; completion_tokens: number };
+  usage?: CaseUsage;
+}
+
+/** Adds one call's tokens (priced as `model`) to a case's. */
+function addCall(total: CaseUsage | undefined, usage: ChatUsage | null, model: string, prices: ModelPrices | undefined): CaseUsage | undefined {
+  if (!usage) return total;
+  const price = prices && priceOf(prices, model);
+  const cost = price ? costOf(price, usage.prompt_tokens, usage.completion_tokens) : undefined;
+  const before = total?.cost_usd;
+  return {
+    prompt_tokens: (total?.prompt_tokens ?? 0) + usage.prompt_tokens,
+    completion_tokens: (total?.completion_tokens ?? 0) + usage.completion_tokens,
+    ...(cost !== undefined || before !== undefined ? { cost_usd: Math.round(((before ?? 0) + (cost ?? 0)) * 1e8) / 1e8 } : {}),
+  };
 }
 
 /** Keeps the activity alive while a model answers: a cancel is seen at the next beat. */
@@ -95,8 +122,6 @@ function messagesFor(input: EvalCase['input'], systemPrompt: string | undefined)
   return [...(systemPrompt ? [{ role: 'system' as const, content: systemPrompt }] : []), ...turns.map((t) => ({ role: t.role, content: t.content }) as ChatMessage)];
 }
 
-const usageOf = (usage: ChatUsage | null) => (usage ? { prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens } : undefined);
-
 /** `generate`: one model call with the case's input. */
 async function generate(deps: RealCaseDeps, spec: CaseSpec, evalCase: EvalCase): Promise<Solved> {
   const solver = spec.solver as NamedSpec & { system_prompt?: string; temperature?: number; max_tokens?: number };
@@ -111,19 +136,50 @@ async function generate(deps: RealCaseDeps, spec: CaseSpec, evalCase: EvalCase):
       Context.current().cancellationSignal,
     ),
   );
-  const usage = usageOf(reply.usage);
+  const usage = addCall(undefined, reply.usage, spec.model, deps.prices);
   return { output: reply.content ?? '', ...(usage ? { usage } : {}) };
 }
 
 /** The judge for `model_graded`: the scorer's own model and endpoint, else the run's. */
-function judgeFor(deps: RealCaseDeps, spec: CaseSpec, scorers: ScorerSpec[]): Judge | undefined {
+function judgeFor(deps: RealCaseDeps, spec: CaseSpec, scorers: ScorerSpec[], spent: (usage: ChatUsage | null, model: string) => void): Judge | undefined {
   const graded = scorers.find((s) => s.name === 'model_graded') as (ScorerSpec & { model?: string; endpoint?: string }) | undefined;
   if (!graded) return undefined;
-  const client = deps.chatFor(graded.endpoint ?? spec.model_endpoint, graded.model ?? spec.model);
+  const model = graded.model ?? spec.model;
+  const client = deps.chatFor(graded.endpoint ?? spec.model_endpoint, model);
   return async (messages) => {
     const reply = await withHeartbeat(() => client.complete({ messages: messages.map((m) => ({ role: m.role, content: m.content }) as ChatMessage), temperature: 0 }, Context.current().cancellationSignal));
+    // The judge's tokens are the case's too.
+    spent(reply.usage, model);
     return reply.content ?? '';
   };
+}
+
+/** What a judge's call may take beyond the graded texts: its instructions and its verdict. */
+const JUDGE_OVERHEAD_TOKENS = 512;
+
+/**
+ * The most a `generate` case's model calls may take: its prompt (estimated) and its `max_tokens`, and
+ * with a `model_graded` scorer the judge's call too (the case's texts and answer, and its overhead),
+ * each at its model's price.
+ */
+export function caseWorstCase(spec: CaseSpec, evalCase: EvalCase, maxTokens: number, prices: ModelPrices | undefined): { tokens: number; usd: number } {
+  const solver = spec.solver as NamedSpec & { system_prompt?: string; max_tokens?: number };
+  const answer = solver.max_tokens ?? maxTokens;
+  const prompt = estimateTokens(caseText(evalCase.input) + (solver.system_prompt ?? ''));
+  const priced = (model: string, p: number, c: number) => {
+    const price = prices && priceOf(prices, model);
+    return price ? costOf(price, p, c) : 0;
+  };
+  let tokens = prompt + answer;
+  let usd = priced(spec.model, prompt, answer);
+  const graded = (spec.scorers as ScorerSpec[]).find((s) => s.name === 'model_graded') as (ScorerSpec & { model?: string }) | undefined;
+  if (graded) {
+    const targets = (Array.isArray(evalCase.target) ? evalCase.target : [evalCase.target]).join('\n');
+    const judgePrompt = prompt + estimateTokens(targets) + answer + JUDGE_OVERHEAD_TOKENS;
+    tokens += judgePrompt + JUDGE_OVERHEAD_TOKENS;
+    usd += priced(graded.model ?? spec.model, judgePrompt, JUDGE_OVERHEAD_TOKENS);
+  }
+  return { tokens, usd: Math.round(usd * 1e8) / 1e8 };
 }
 
 /** A case that ended without a score: the error type says whose fault it was. */
@@ -178,10 +234,14 @@ async function solveAndScore(deps: RealCaseDeps, request: CaseRequest & { spec: 
   let solved: Solution | undefined;
   let scores: CaseScore[] = [];
   let failure: CaseError | undefined;
+  let judged: CaseUsage | undefined;
   try {
     solved = await solve(evalCase);
     const subject = { input: evalCase.input, target: evalCase.target, output: solved.output, ...(evalCase.metadata ? { metadata: evalCase.metadata } : {}), ...(solved.workspace ? { workspace: solved.workspace } : {}) };
-    scores = (await scoreCase(scorers, subject, judgeFor(deps, spec, scorers))).map((s) => ({ ...s, explanation: s.explanation.slice(0, 2_000) }));
+    const judge = judgeFor(deps, spec, scorers, (usage, model) => {
+      judged = addCall(judged, usage, model, deps.prices);
+    });
+    scores = (await scoreCase(scorers, subject, judge)).map((s) => ({ ...s, explanation: s.explanation.slice(0, 2_000) }));
   } catch (err) {
     failure = caseErrorOf(err);
     if (!failure) throw err;
@@ -200,13 +260,19 @@ async function solveAndScore(deps: RealCaseDeps, request: CaseRequest & { spec: 
     target,
     output,
     scores,
-    ...(solved?.usage ? { usage: solved.usage } : {}),
+    ...(solved?.usage || judged ? { usage: sumUsage(solved?.usage, judged) } : {}),
     duration_ms: Math.max(0, Date.now() - startedAt),
     ...(failure ? { error: failure.message.slice(0, 2_000) } : {}),
     ...(inputCut || outputCut ? { truncated: true } : {}),
   };
   const ok = failure === undefined;
   return { key: request.key, case_id: request.case_id, ok, score: ok ? caseScore(scores) : 0, attempt, duplicate: false, ...(failure ? { error_type: failure.errorType } : {}), result };
+}
+
+/** The solver's and the judge's tokens and cost together. */
+function sumUsage(a: CaseUsage | undefined, b: CaseUsage | undefined): CaseUsage {
+  const cost = a?.cost_usd !== undefined || b?.cost_usd !== undefined ? { cost_usd: Math.round(((a?.cost_usd ?? 0) + (b?.cost_usd ?? 0)) * 1e8) / 1e8 } : {};
+  return { prompt_tokens: (a?.prompt_tokens ?? 0) + (b?.prompt_tokens ?? 0), completion_tokens: (a?.completion_tokens ?? 0) + (b?.completion_tokens ?? 0), ...cost };
 }
 
 /** `generate` (the one solver that runs on the eval lane itself): one model call with the case's input. */

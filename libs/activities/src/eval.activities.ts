@@ -3,8 +3,9 @@ import { ApplicationFailure } from '@temporalio/common';
 import { createHash } from 'node:crypto';
 import type { EffectLedger } from '@agentrun/persistence';
 import type { ObjectStore } from '@agentrun/archive';
-import { agentCaseGoal, runGenerateCase, scoreAgentCaseRun, type RealCaseDeps } from './eval-cases';
-import { CASE_ERROR_TYPES, type CaseErrorType, type CaseOutcome, type CaseRequest, type EvalActivities } from '@agentrun/workflows';
+import { agentCaseGoal, caseWorstCase, runGenerateCase, scoreAgentCaseRun, type RealCaseDeps } from './eval-cases';
+import { budgetMessage } from './agent.activities';
+import { BUDGET_EXHAUSTED, CASE_ERROR_TYPES, type CaseErrorType, type CaseOutcome, type CaseRequest, type CaseSpec, type EvalActivities } from '@agentrun/workflows';
 
 export interface EvalActivityDeps {
   effects: EffectLedger;
@@ -34,6 +35,25 @@ function caseFailed(outcome: CaseOutcome): never {
     // The workflow reads the error type, and for real solvers what the case said and when.
     details: [{ error_type: outcome.error_type, ...(outcome.result ? { result: outcome.result, attempt: outcome.attempt } : {}) }],
   });
+}
+
+/**
+ * A `generate` case within its eval's budget: its worst case (its calls' prompts and limits, see
+ * `caseWorstCase`) is reserved first, keyed by the case, so a retry finds it; a case that does not fit
+ * fails as `BudgetExhausted` (not retried) and its eval waits for a raise. Afterwards the reservation
+ * settles to what the case's calls used.
+ */
+async function generateWithinBudget(real: RealCaseDeps, request: CaseRequest & { spec: CaseSpec }): Promise<CaseOutcome> {
+  if (real.budgets) {
+    const evalCase = await real.cases.load(request.org, request.spec.dataset, request.case_id);
+    const worst = caseWorstCase(request.spec, evalCase, real.maxTokens, real.prices);
+    const reserved = await real.budgets.reserve({ key: request.key, org: request.org, run_id: request.run_id, ...worst }, request.budget ?? {});
+    if (!reserved.ok) throw ApplicationFailure.create({ message: `case ${request.case_id}: ${budgetMessage(reserved.shortfall)}`, type: BUDGET_EXHAUSTED, nonRetryable: true, details: [reserved.shortfall] });
+  }
+  const outcome = await runGenerateCase(real, request);
+  const usage = outcome.result?.usage;
+  await real.budgets?.settle(request.key, usage ? usage.prompt_tokens + usage.completion_tokens : 0, usage?.cost_usd ?? 0);
+  return outcome;
 }
 
 export function createEvalActivities(deps: EvalActivityDeps): EvalActivities {
@@ -77,7 +97,7 @@ export function createEvalActivities(deps: EvalActivityDeps): EvalActivities {
       const { attempt } = ctx.info;
       const replayed = await recorded(request.key);
       if (replayed) return replayed;
-      if (request.spec) return settle(await runGenerateCase(realDeps(), { ...request, spec: request.spec }), attempt);
+      if (request.spec) return settle(await generateWithinBudget(realDeps(), { ...request, spec: request.spec }), attempt);
       // Synthetic: seeded by run and case, not by org: a run reproduces itself, a retry run rolls again.
       const seed = `${request.run_id}:${request.case_id}`;
       if (roll(`${seed}:attempt${attempt}`) < deps.hiccupFraction) {

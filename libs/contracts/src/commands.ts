@@ -147,6 +147,8 @@ const EVAL_START_SCHEMA = Type.Object(
     snapshots: Type.Optional(SNAPSHOT_SETTINGS_SCHEMA),
     /** A model endpoint the workers are configured with (`AGENTRUN_MODEL_ENDPOINTS`); absent: `default`. */
     model_endpoint: Type.Optional(Type.String({ pattern: '^[a-z0-9][a-z0-9_-]{0,62}$' })),
+    /** The eval's limits: each case's worst case (its model calls') is reserved against them before it runs. */
+    budget: Type.Optional(RUN_BUDGET_SCHEMA),
   },
   {
     additionalProperties: false,
@@ -186,6 +188,8 @@ export const COMMAND_PAYLOAD_SCHEMAS = {
   'eval.cancel': Empty(),
   'eval.retry_failed': Empty(),
   'eval.approve': Type.Object({ reviewer: Name() }, { additionalProperties: false }),
+  /** An eval's new limits (totals), as `agent.raise_budget` for an agent; an eval paused on its budget goes on. */
+  'eval.raise_budget': RUN_BUDGET_SCHEMA,
 } satisfies Record<string, TSchema>;
 
 /** Every command type with its payload: the union below is checked exhaustively by handlers. */

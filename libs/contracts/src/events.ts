@@ -108,7 +108,8 @@ export const CASE_RESULT_SCHEMA = Type.Object({
   target: Type.Array(Type.String({ maxLength: 1_000 })),
   output: Type.Union([Type.String({ maxLength: 8_000 }), Type.Null()]),
   scores: Type.Array(CASE_SCORE_SCHEMA),
-  usage: Type.Optional(Type.Object({ prompt_tokens: Type.Integer({ minimum: 0 }), completion_tokens: Type.Integer({ minimum: 0 }) })),
+  /** The case's model calls (the solver's and a judge's): tokens, and their cost at the configured prices when the worker has them. */
+  usage: Type.Optional(Type.Object({ prompt_tokens: Type.Integer({ minimum: 0 }), completion_tokens: Type.Integer({ minimum: 0 }), cost_usd: Type.Optional(Type.Number({ minimum: 0 })) })),
   duration_ms: Type.Integer({ minimum: 0 }),
   /** What went wrong, for a case that ended with an error type. */
   error: Type.Optional(Type.String({ maxLength: 2_000 })),
@@ -136,6 +137,10 @@ export const EVAL_STATE_SCHEMA = Type.Object(
     parent_run_id: Type.Optional(Type.String()),
     reason: Type.Optional(Type.String()),
     message: Type.Optional(Type.String()),
+    /** The eval's limits (`eval.start` `budget`, raised by `eval.raise_budget`): each case's worst case is reserved against them. */
+    budget: Type.Optional(Type.Object({ max_tokens: Type.Optional(Type.Integer({ minimum: 1 })), max_cost_usd: Type.Optional(Type.Number({ exclusiveMinimum: 0 })) })),
+    /** Its cases' model calls added up (tokens and cost). */
+    usage: Type.Optional(RUN_USAGE_SCHEMA),
   },
   { $id: 'https://agentrun.dev/schemas/eval-state.v1.json', title: 'EvalRunState' },
 );
@@ -270,8 +275,10 @@ export const RUN_EVENT_FIELDS = {
     steps_replayed: Type.Integer({ minimum: 0 }),
   }),
   budget_exhausted: Type.Object({
-    /** The step whose model call did not fit; it is made when the run resumes. */
+    /** The step whose model call did not fit; it is made when the run resumes. An eval: its cases finished so far. */
     step: Type.Integer({ minimum: 0 }),
+    /** An eval: the case whose worst case did not fit; it and the cases after it wait. */
+    case_id: Type.Optional(Type.String()),
     /** Whose limit it was: the run's own (`budget`) or its org's monthly budget. */
     scope: StringEnum(['run', 'org'] as const),
     /** `tokens` or `usd`: which limit the call's worst case would pass. */
@@ -311,8 +318,8 @@ export const RUN_EVENT_KINDS = {
   case_finished: ['eval'],
   run_finished: ['agent', 'eval'],
   workspace_moved: ['agent'],
-  budget_exhausted: ['agent'],
-  budget_raised: ['agent'],
+  budget_exhausted: ['agent', 'eval'],
+  budget_raised: ['agent', 'eval'],
 } as const satisfies Record<RunEventType, readonly RunKind[]>;
 
 /** One line per event type, for the documents generated from this catalogue. */

@@ -1,7 +1,7 @@
 export const AGENT_STATUSES = ['queued', 'running', 'paused', 'cancelling', 'cancelled', 'done', 'failed'] as const;
 export type AgentStatus = (typeof AGENT_STATUSES)[number];
 
-export const EVAL_STATUSES = ['queued', 'running', 'awaiting_review', 'published', 'cancelling', 'cancelled', 'failed'] as const;
+export const EVAL_STATUSES = ['queued', 'running', 'paused', 'awaiting_review', 'published', 'cancelling', 'cancelled', 'failed'] as const;
 export type EvalStatus = (typeof EVAL_STATUSES)[number];
 
 export type RunStatus = AgentStatus | EvalStatus;

@@ -285,8 +285,7 @@ async function upsertCaseResults(tx: EntityManager, events: RunEventEnvelope[]):
  */
 async function insertModelUsage(tx: EntityManager, events: RunEventEnvelope[]): Promise<void> {
   const rows = events.flatMap((e) => {
-    if (e.type !== 'step_completed') return [];
-    const usage = modelCallUsage(e.payload.usage);
+    const usage = e.type === 'step_completed' ? modelCallUsage(e.payload.usage) : e.type === 'case_finished' ? caseUsage(e) : undefined;
     return usage ? [{ e, usage }] : [];
   });
   if (rows.length === 0) return;
@@ -318,6 +317,15 @@ function modelCallUsage(v: unknown): ModelCallUsage | undefined {
   if (!count(u.prompt_tokens) || !count(u.completion_tokens)) return undefined;
   if (typeof u.cost_usd !== 'number' || !Number.isFinite(u.cost_usd) || u.cost_usd < 0 || u.cost_usd >= 1e12) return undefined;
   return { model: u.model, prompt_tokens: u.prompt_tokens as number, completion_tokens: u.completion_tokens as number, cost_usd: u.cost_usd, priced: u.priced === true, ...(u.estimated === true ? { estimated: true } : {}) };
+}
+
+/** An eval case's model calls (its solver's and its judge's) as one row, under the eval's model; priced when the worker had a price. */
+function caseUsage(e: RunEventEnvelope): ModelCallUsage | undefined {
+  const usage = (e.payload.result as { usage?: Record<string, unknown> } | undefined)?.usage;
+  const model = (e.payload.state as { model?: unknown } | undefined)?.model;
+  if (typeof usage !== 'object' || usage === null) return undefined;
+  const cost = usage.cost_usd;
+  return modelCallUsage({ model, prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, cost_usd: typeof cost === 'number' ? cost : 0, priced: typeof cost === 'number' });
 }
 
 function newestPerRun(rows: RunTouch[]): RunTouch[] {

@@ -24,7 +24,7 @@ export function validateGoalChange(run: Pick<AgentLoopState, 'settling' | 'statu
  * whole one), each higher than the run's current limit of that kind. A run with no limit of a kind
  * takes any. Whether the org's monthly budget allows it is checked before the Update is sent.
  */
-export function validateBudgetRaise(run: Pick<AgentLoopState, 'settling' | 'status' | 'spendLimit'>, { command_id, max_tokens, max_cost_usd }: { command_id: string; max_tokens?: number; max_cost_usd?: number }): void {
+export function validateBudgetRaise(run: Pick<AgentLoopState, 'settling' | 'spendLimit'> & { status: string }, { command_id, max_tokens, max_cost_usd }: { command_id: string; max_tokens?: number; max_cost_usd?: number }): void {
   if (!command_id) throw new Error('command_id is required');
   if (max_tokens === undefined && max_cost_usd === undefined) throw new Error('give max_tokens, max_cost_usd or both');
   if (max_tokens !== undefined && (!Number.isSafeInteger(max_tokens) || max_tokens < 1)) throw new Error('max_tokens must be a positive whole number');

@@ -1,4 +1,4 @@
-import type { EvalStatus } from '@agentrun/contracts';
+import type { EvalStatus, RunBudget, RunUsage } from '@agentrun/contracts';
 import type { CaseView, EvalRunInput, EvalRunState } from './eval-run.types';
 
 /** What `EvalRun` knows about its run: the status, each case's result, the commands already applied. */
@@ -9,9 +9,29 @@ export class EvalLoopState {
   failure: { reason: string; message: string } | undefined;
   readonly processed = new Set<string>();
   readonly cases: Record<string, CaseView>;
+  /** The limits each case is reserved against: as started, then as raised. */
+  budget: RunBudget | undefined;
+  /** How many times the budget was raised: a pause on the budget waits for the next raise. */
+  budgetRaises = 0;
+  /** The cases' model calls added up (`calls` counts cases that used the model). */
+  usage: RunUsage | undefined;
 
   constructor(private readonly input: EvalRunInput) {
     this.cases = Object.fromEntries(input.case_ids.map((id) => [id, { status: 'pending' } satisfies CaseView]));
+    this.budget = input.budget;
+  }
+
+  /** Adds a case's tokens and cost. */
+  addCaseUsage(usage: { prompt_tokens: number; completion_tokens: number; cost_usd?: number } | undefined): void {
+    if (!usage) return;
+    const t = this.usage ?? { calls: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0, estimated_calls: 0 };
+    this.usage = {
+      calls: t.calls + 1,
+      prompt_tokens: t.prompt_tokens + usage.prompt_tokens,
+      completion_tokens: t.completion_tokens + usage.completion_tokens,
+      cost_usd: Math.round((t.cost_usd + (usage.cost_usd ?? 0)) * 1e8) / 1e8,
+      estimated_calls: t.estimated_calls,
+    };
   }
 
   /** A cooperatively cancelled run leaves the cases it did not finish pending. */
@@ -33,7 +53,9 @@ export class EvalLoopState {
       reviewers: input.reviewers,
       ...(approvedBy ? { approved_by: approvedBy } : {}),
       ...(input.parent_run_id ? { parent_run_id: input.parent_run_id } : {}),
-      ...(failure ? { reason: failure.reason, message: failure.message } : {}),
+      ...(failure ? { reason: failure.reason, message: failure.message } : this.status === 'paused' ? { reason: 'budget_exhausted' } : {}),
+      ...(this.budget ? { budget: this.budget } : {}),
+      ...(this.usage ? { usage: this.usage } : {}),
     };
   }
 

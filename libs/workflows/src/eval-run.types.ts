@@ -1,4 +1,4 @@
-import type { CaseErrorType, CaseResult, RunEventEnvelope } from '@agentrun/contracts';
+import type { CaseErrorType, CaseResult, RunBudget, RunEventEnvelope } from '@agentrun/contracts';
 import type { AgentRunInput } from './agent-run.types';
 
 // The run's state and case views are contracts (they travel on the run events); re-exported for the workers.
@@ -53,6 +53,8 @@ export interface EvalRunInput {
   agent?: AgentCaseTemplate;
   /** As `AgentRunInput.events_via`. */
   events_via?: 'activity' | 'carried';
+  /** The eval's limits at its start: each case's worst case is reserved against them (and the org's month). */
+  budget?: RunBudget;
 }
 
 /** An agent case's run as the starter set it up; the case adds its run id, goal and workspace seed. */
@@ -80,6 +82,8 @@ export interface CaseRequest {
   spec?: CaseSpec;
   /** The retry policy's attempts: the last one turns a transient error into the case's `infra_error` result. */
   max_attempts?: number;
+  /** The eval's limits now: the case's worst case is reserved against them before it runs. */
+  budget?: RunBudget;
 }
 
 export interface CaseOutcome {

@@ -16,7 +16,7 @@ import {
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { isTerminal, workflowIdFor, type CaseResult, type EvalStatus } from '@agentrun/contracts';
+import { isTerminal, workflowIdFor, type BudgetShortfall, type CaseResult, type EvalStatus } from '@agentrun/contracts';
 import { EvalLoopState } from './eval-run.state';
 import {
   NOT_THE_AGENTS_FAULT,
@@ -31,7 +31,9 @@ import {
 } from './eval-run.types';
 import { openOutbox, type EmitFields, type Outbox, type StatusEventType } from './outbox';
 import { AGENT_STATUS_KEY } from './search-attributes';
-import type { AgentRun } from './agent-run.workflow';
+import { budgetShortfallOf, type AgentRun } from './agent-run.workflow';
+import { validateBudgetRaise } from './agent-run.handlers';
+import { raiseBudgetUpdate } from './definitions';
 
 export const cancelEvalSignal = defineSignal<[{ command_id: string }]>('cancel_eval');
 /** An Update: the reviewer learns whether the approval was taken. */
@@ -57,8 +59,11 @@ function statusSetter(run: EvalLoopState, outbox: Outbox): SetStatus {
   };
 }
 
-/** Cancel stops the fan-out at once; approval is refused unless a listed reviewer sends it while the run awaits review. */
-function registerEvalRunHandlers(input: EvalRunInput, run: EvalLoopState, setStatus: SetStatus, fanOut: CancellationScope): void {
+/**
+ * Cancel stops the fan-out at once; approval is refused unless a listed reviewer sends it while the run
+ * awaits review; a budget raise (each limit higher than the eval's) lets cases waiting on it go on.
+ */
+function registerEvalRunHandlers(input: EvalRunInput, run: EvalLoopState, setStatus: SetStatus, fanOut: CancellationScope, outbox: Outbox): void {
   const { processed } = run;
   setHandler(cancelEvalSignal, ({ command_id }) => {
     if (processed.has(command_id) || run.cancelRequested || isTerminal(run.status)) return;
@@ -83,6 +88,23 @@ function registerEvalRunHandlers(input: EvalRunInput, run: EvalLoopState, setSta
         if (!input.reviewers.includes(reviewer)) throw new Error(`not_a_reviewer: '${reviewer}' is not a reviewer of this run`);
         if (run.status !== 'awaiting_review') throw new Error(`the run is ${run.status}, not awaiting review`);
       },
+    },
+  );
+  setHandler(
+    raiseBudgetUpdate,
+    ({ command_id, max_tokens, max_cost_usd }) => {
+      if (processed.has(command_id)) return `ignored: command ${command_id} already applied`;
+      processed.add(command_id);
+      const previous = { ...(run.budget ?? {}) };
+      run.budget = { ...previous, ...(max_tokens !== undefined ? { max_tokens } : {}), ...(max_cost_usd !== undefined ? { max_cost_usd } : {}) };
+      run.budgetRaises++;
+      outbox.emit('budget_raised', { command_id, previous });
+      return 'budget raised';
+    },
+    {
+      validator: (raise) =>
+        // Cases run only until review: after that there is nothing left to spend on.
+        validateBudgetRaise({ status: run.status, spendLimit: run.budget, settling: () => run.cancelRequested || isTerminal(run.status) || run.status === 'awaiting_review' }, raise),
     },
   );
   setHandler(evalStatusQuery, () => ({ ...run.view(), processed_command_ids: [...processed].sort() }));
@@ -154,37 +176,76 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
   };
 
   const fanOut = new CancellationScope();
-  registerEvalRunHandlers(input, run, setStatus, fanOut);
+  registerEvalRunHandlers(input, run, setStatus, fanOut, outbox);
+
+  /**
+   * A case whose worst case did not fit the eval's (or its org's) budget: the eval is `paused` with
+   * `reason: budget_exhausted` until the budget is raised (or the eval cancelled); every worker of the
+   * fan-out waits too, so no further case starts. The case is then tried again.
+   */
+  let pausedAt: number | undefined;
+  const waitForBudget = async (caseId: string, shortfall: BudgetShortfall): Promise<void> => {
+    if (pausedAt === undefined) {
+      pausedAt = run.budgetRaises;
+      setStatus('paused', 'budget_exhausted', { step: run.view().done, case_id: caseId, ...shortfall });
+    }
+    const raisesAtPause = pausedAt;
+    await condition(() => run.budgetRaises > raisesAtPause || run.cancelRequested);
+    if (pausedAt !== undefined && !run.cancelRequested) {
+      pausedAt = undefined;
+      setStatus('running');
+    }
+  };
+  const notPaused = () => condition(() => pausedAt === undefined || run.cancelRequested);
 
   const evaluate = async (caseId: string): Promise<void> => {
-    run.cases[caseId] = { status: 'running' };
     let view: CaseView;
     let result: CaseResult | undefined;
-    try {
-      const request: CaseRequest = {
-        key: `${input.org}/${input.run_id}:${caseId}`,
-        org: input.org,
-        run_id: input.run_id,
-        case_id: caseId,
-        fail_fraction: input.fail_fraction,
-        ...(input.spec ? { spec: input.spec, max_attempts: CASE_RETRY.maximumAttempts } : {}),
-      };
-      const outcome = input.spec?.solver.name === 'agent' && input.agent ? await solveWithAgent(request) : await runCase(request);
-      view = { status: 'ok', score: outcome.score, attempts: outcome.attempt };
-      result = outcome.result;
-    } catch (err) {
-      // Once cancelled, a case that ended without a result (cancelled, timed out, a retry refused) did not finish.
-      if (countsCasesFinishedAtCancel && run.cancelRequested && !benchmarkFailure(err)) {
-        run.cases[caseId] = { status: 'pending' };
-        return;
+    for (;;) {
+      run.cases[caseId] = { status: 'running' };
+      try {
+        const request: CaseRequest = {
+          key: `${input.org}/${input.run_id}:${caseId}`,
+          org: input.org,
+          run_id: input.run_id,
+          case_id: caseId,
+          fail_fraction: input.fail_fraction,
+          ...(input.spec ? { spec: input.spec, max_attempts: CASE_RETRY.maximumAttempts } : {}),
+          ...(run.budget ? { budget: run.budget } : {}),
+        };
+        const outcome = input.spec?.solver.name === 'agent' && input.agent ? await solveWithAgent(request) : await runCase(request);
+        view = { status: 'ok', score: outcome.score, attempts: outcome.attempt };
+        result = outcome.result;
+        break;
+      } catch (err) {
+        // Once cancelled, a case that ended without a result (cancelled, timed out, a retry refused) did not finish.
+        if (countsCasesFinishedAtCancel && run.cancelRequested && !benchmarkFailure(err)) {
+          run.cases[caseId] = { status: 'pending' };
+          return;
+        }
+        const shortfall = budgetShortfallOf(err);
+        if (shortfall) {
+          // Nothing was spent on it: it waits for the budget like the cases not started yet.
+          run.cases[caseId] = { status: 'pending' };
+          await waitForBudget(caseId, shortfall);
+          if (run.cancelRequested) return;
+          continue;
+        }
+        ({ view, result } = failedCase(input, err));
+        break;
       }
-      ({ view, result } = failedCase(input, err));
     }
+    run.addCaseUsage(result?.usage);
     run.cases[caseId] = view;
     outbox.emit('case_finished', { case_id: caseId, ...view, ...(result ? { result } : {}) });
   };
   // No case starts once the cancel is in, whatever the ones in flight answer.
   const nextCase = (queue: string[]): string | undefined => (countsCasesFinishedAtCancel && run.cancelRequested ? undefined : queue.shift());
+  /** The next case once the eval is not paused on its budget (undefined once cancelled or none is left). */
+  const nextWhenRunning = async (queue: string[]): Promise<string | undefined> => {
+    if (pausedAt !== undefined) await notPaused();
+    return nextCase(queue);
+  };
 
   try {
     setStatus('running', 'run_started');
@@ -192,7 +253,7 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
     await fanOut.run(() =>
       Promise.all(
         Array.from({ length: Math.min(input.parallelism, queue.length) }, async () => {
-          for (let next = nextCase(queue); next !== undefined; next = nextCase(queue)) await evaluate(next);
+          for (let next = await nextWhenRunning(queue); next !== undefined; next = await nextWhenRunning(queue)) await evaluate(next);
         }),
       ),
     );

@@ -9,6 +9,15 @@ import { updateRun } from './run-access';
  * given more dollars than its org's whole month, nor more at all once the org's month is spent.
  */
 export function agentRaiseBudgetHandler(runs: RunDirectoryPort, budgets: OrgBudgetPort | undefined): CommandHandler<'agent.raise_budget'> {
+  return raiseBudgetHandler(runs, budgets, 'agent');
+}
+
+/** `eval.raise_budget`: the same for an eval, whose cases wait while it is paused on its budget. */
+export function evalRaiseBudgetHandler(runs: RunDirectoryPort, budgets: OrgBudgetPort | undefined): CommandHandler<'eval.raise_budget'> {
+  return raiseBudgetHandler(runs, budgets, 'eval');
+}
+
+function raiseBudgetHandler<T extends 'agent.raise_budget' | 'eval.raise_budget'>(runs: RunDirectoryPort, budgets: OrgBudgetPort | undefined, kind: 'agent' | 'eval'): CommandHandler<T> {
   return async (command) => {
     const { max_tokens, max_cost_usd } = command.payload;
     const org = await budgets?.standing(command.org);
@@ -24,7 +33,7 @@ export function agentRaiseBudgetHandler(runs: RunDirectoryPort, budgets: OrgBudg
     return updateRun(
       runs,
       command,
-      'agent',
+      kind,
       { name: 'raise_budget', command_id: command.command_id, ...(max_tokens !== undefined ? { max_tokens } : {}), ...(max_cost_usd !== undefined ? { max_cost_usd } : {}) },
       (message) => rejected('validator_rejected', message),
     );

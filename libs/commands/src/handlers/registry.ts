@@ -4,7 +4,7 @@ import { agentChangeGoalHandler } from './agent-change-goal.handler';
 import { agentForkHandler } from './agent-fork.handler';
 import { agentInjectContextHandler } from './agent-inject-context.handler';
 import { agentPauseHandler } from './agent-pause.handler';
-import { agentRaiseBudgetHandler } from './agent-raise-budget.handler';
+import { agentRaiseBudgetHandler, evalRaiseBudgetHandler } from './agent-raise-budget.handler';
 import { agentResumeHandler } from './agent-resume.handler';
 import { agentStartHandler } from './agent-start.handler';
 import type { CommandHandlers } from './command-handler';
@@ -33,6 +33,7 @@ export function createCommandHandlers(deps: CommandHandlerDeps): CommandHandlers
     'agent.inject_context': agentInjectContextHandler(runs),
     'agent.change_goal': agentChangeGoalHandler(runs),
     'agent.raise_budget': agentRaiseBudgetHandler(runs, deps.budgets),
+    'eval.raise_budget': evalRaiseBudgetHandler(runs, deps.budgets),
     'agent.fork': agentForkHandler(snapshots, starter),
     'eval.start': evalStartHandler(starter),
     'eval.cancel': evalCancelHandler(runs),

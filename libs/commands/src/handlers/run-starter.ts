@@ -167,6 +167,7 @@ export class RunStarter {
       ...this.deps.evalDefaults,
       ...(plan.spec ? { spec: plan.spec } : {}),
       ...(plan.agent ? { agent: plan.agent } : {}),
+      ...(payload.budget ? { budget: payload.budget } : {}),
     };
     return this.startOnce({
       org,

@@ -287,6 +287,18 @@ function EvalOverview({ view }: { view: EvalSummary | undefined }) {
             <dt>Reviewers</dt>
             <dd>{view.reviewers.length ? view.reviewers.join(', ') : 'none listed'}</dd>
           </div>
+          {view.spend !== undefined && (
+            <div>
+              <dt>Spend</dt>
+              <dd data-testid="eval-spend">{view.spend}</dd>
+            </div>
+          )}
+          {view.budget !== undefined && (
+            <div>
+              <dt>Budget</dt>
+              <dd data-testid="eval-budget">{view.budget}</dd>
+            </div>
+          )}
           {view.approved_by && (
             <div>
               <dt>Approved by</dt>

@@ -244,6 +244,9 @@ export interface EvalSummary {
   reviewers: string[];
   approved_by?: string;
   cases: CaseCell[];
+  /** Its cases' spend, and against its budget, in words (as an agent's). */
+  spend?: string;
+  budget?: string;
 }
 
 /** An eval run's cases in a stable order (case ids compared as people read numbers), from its state. */
@@ -270,6 +273,8 @@ export function evalSummary(state: RunStateView | undefined): EvalSummary | unde
     reviewers: state.reviewers ?? [],
     ...(state.approved_by ? { approved_by: state.approved_by } : {}),
     cases,
+    ...(state.usage ? { spend: spendText(state.usage) } : {}),
+    ...(state.budget ? { budget: budgetText(state.usage, state.budget) } : {}),
   };
 }
 
