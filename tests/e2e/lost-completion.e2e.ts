@@ -44,4 +44,27 @@ describe('a lost model completion, retried', () => {
     expect(usage.body.total.calls).toBe(calls);
     expect(usage.body.total.prompt_tokens + usage.body.total.completion_tokens).toBe(tokens);
   });
+
+  it("a research child's model call is reserved against the run's own budget and counted in its usage", async () => {
+    const org = uniqueId('research');
+    const runId = uniqueId('research-run');
+    // The scripted policy asks a research child every few steps.
+    const res = await platform.http('POST', '/agents', { org, body: { run_id: runId, goal: 'summarise the workspace', max_steps: 12, budget: { max_tokens: 1_000_000 } } });
+    expect(res.status).toBe(202);
+    await platform.waitForStatus(org, runId, 'done');
+    const steps = (await platform.query<{ event: RunEventEnvelope }>(`SELECT event FROM run_events WHERE org = $1 AND run_id = $2 AND type = 'step_completed' ORDER BY seq`, [org, runId])).map(
+      (r) => r.event.payload as { kind: string; usage?: ModelCallUsage },
+    );
+    const research = steps.filter((s) => s.kind === 'research');
+    expect(research.length).toBeGreaterThanOrEqual(1);
+    expect(research.every((s) => s.usage !== undefined && s.usage.prompt_tokens > 0)).toBe(true);
+    const calls = steps.filter((s) => s.usage !== undefined);
+    const run = await platform.http('GET', `/runs/${runId}`, { org });
+    expect(run.body.state.usage).toMatchObject({ calls: calls.length, prompt_tokens: calls.reduce((n, s) => n + s.usage!.prompt_tokens, 0) });
+    // Every call (the children's under the parent's run id) reserved once against the run's limits, and settled.
+    const reservations = await platform.query<{ settled: boolean; tokens: string }>('SELECT settled, tokens::text FROM budget_reservations WHERE org = $1 AND run_id = $2', [org, runId]);
+    expect(reservations).toHaveLength(calls.length);
+    expect(reservations.every((r) => r.settled)).toBe(true);
+    expect(reservations.reduce((n, r) => n + Number(r.tokens), 0)).toBe(calls.reduce((n, s) => n + s.usage!.prompt_tokens + s.usage!.completion_tokens, 0));
+  });
 });

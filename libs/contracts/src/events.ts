@@ -235,7 +235,7 @@ export const RUN_EVENT_FIELDS = {
     /** True when served from the effect ledger: the effect had already happened. */
     duplicate: Type.Boolean(),
     output: Type.String({ maxLength: 2_000 }),
-    /** A model call's tokens and cost (`llm` steps); absent on a reply a fork reused from its parent. */
+    /** A model call's tokens and cost (`llm` steps, and `research` steps: the child's call); absent on a reply a fork reused from its parent. */
     usage: Type.Optional(MODEL_CALL_USAGE_SCHEMA),
   }),
   tool_called: Type.Object(

@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, executeChild, patched, proxyActivities, TimeoutFailure, upsertSearchAttributes } from '@temporalio/workflow';
 import { TOOL_NAMES } from '@agentrun/contracts';
-import type { AgentActivities, AgentRunInput, ModelCall, ModelReply, ToolCall, ToolResult, ToolTimeouts, WorkspacePlacement } from './agent-run.types';
+import type { AgentActivities, AgentRunInput, ModelCall, ModelReply, ResearchAnswer, ToolCall, ToolResult, ToolTimeouts, WorkspacePlacement } from './agent-run.types';
 import type { Step } from './agent-run.plan';
 import type { AgentLoopState, StepOutcome } from './agent-run.state';
 import { applyReply, applyToolResult } from './conversation';
@@ -230,23 +230,27 @@ export class StepExecutor {
   }
 
   /** A `ResearchAgent` child: its own history; this run sees its answer. */
-  async research(question: string): Promise<string> {
+  async research(question: string): Promise<StepOutcome> {
     const { run, input } = this;
     const childId = `${run.workflowId}/research/${run.step}`;
     run.noteChild(childId);
     this.outbox.emit('child_started', { step: run.step, child_workflow_id: childId, question });
     // The child's model call carries this run's unpublished events (child_started among them), as a
     // call of its own would: the run schedules nothing else while the child works.
-    return this.outbox.carryWith<string>(
+    const budget = this.run.spendLimit;
+    const answered = await this.outbox.carryWith<string | ResearchAnswer>(
       (carried) =>
         executeChild(ResearchAgent, {
           workflowId: childId,
           taskQueue: input.lanes.agentWorkflows,
           workflowExecutionTimeout: '10m',
-          args: [{ org: input.org, run_id: input.run_id, question, lanes: input.lanes, ...(carried ? { run_events: carried[CARRIED_EVENTS_KEY] } : {}) }],
+          args: [{ org: input.org, run_id: input.run_id, question, lanes: input.lanes, tier: input.tier, ...(budget ? { budget } : {}), ...(carried ? { run_events: carried[CARRIED_EVENTS_KEY] } : {}) }],
         }),
       RESEARCH_CARRY_PATCH,
     );
+    // A child recorded before answers were objects answered its text alone.
+    if (typeof answered === 'string') return { output: answered, attempt: 1, duplicate: false };
+    return { output: answered.answer, attempt: 1, duplicate: false, ...(answered.usage && !answered.reused ? { usage: answered.usage } : {}) };
   }
 
   /** Takes a finished step into the state and publishes it. */

@@ -368,6 +368,17 @@ export interface ResearchInput {
    * call carries them, and its answer says how far they went (`CarriedResult` around the answer).
    */
   run_events?: RunEventEnvelope[];
+  /** The parent run's limits: the child's call is reserved against them (under the parent's run id), as the parent's own. */
+  budget?: RunBudget;
+  /** The parent run's tier, for its turn under a model's shared rate limits. */
+  tier?: Tier;
+}
+
+/** What a research child answers: its text and what its model call cost (a child recorded before this answered the text alone). */
+export interface ResearchAnswer {
+  answer: string;
+  usage?: ModelReply['usage'];
+  reused?: boolean;
 }
 
 export interface PublishActivities {

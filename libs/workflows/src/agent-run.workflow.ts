@@ -87,7 +87,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
       try {
         if (next.kind === 'tool') done = next.call_id !== undefined ? await steps.requestedTool(next, next.call_id) : await steps.tool(next);
         else if (next.kind === 'llm') done = input.policy === 'llm' ? await steps.converse() : await steps.think(next.prompt);
-        else done = { output: await steps.research(next.question), attempt: 1, duplicate: false };
+        else done = await steps.research(next.question);
       } catch (err) {
         // A model call that did not fit a budget: paused, and the same step is planned again once it may go on.
         const shortfall = budgetShortfallOf(err);

@@ -1,5 +1,5 @@
 import { proxyActivities, workflowInfo } from '@temporalio/workflow';
-import type { AgentActivities, ModelReply, ResearchInput } from './agent-run.types';
+import type { AgentActivities, ModelReply, ResearchAnswer, ResearchInput } from './agent-run.types';
 import { digest } from './digest';
 import { CARRIED_EVENTS_KEY, CARRIED_RESULT_KEY, isCarriedResult, type CarriedEvents, type CarriedResult } from './outbox';
 import { MODEL_RETRY } from './retry-policies';
@@ -10,7 +10,7 @@ import { inTurn } from './model-turn';
  * unpublished run events, its model call carries them (the worker publishes them as for the parent's
  * own calls) and the answer comes back wrapped with how far they went.
  */
-export async function ResearchAgent(input: ResearchInput): Promise<string | CarriedResult> {
+export async function ResearchAgent(input: ResearchInput): Promise<ResearchAnswer | CarriedResult> {
   const { callModel } = proxyActivities<AgentActivities>({
     taskQueue: input.lanes.cpuTools,
     scheduleToCloseTimeout: '2m',
@@ -29,9 +29,13 @@ export async function ResearchAgent(input: ResearchInput): Promise<string | Carr
         { role: 'user', content: prompt },
       ],
       tools: [],
+      ...(input.budget ? { budget: input.budget } : {}),
+      ...(input.tier ? { tier: input.tier } : {}),
     },
     ...carried,
   ));
-  if (!isCarriedResult(answer)) return (answer as ModelReply).content;
-  return { [CARRIED_RESULT_KEY]: answer[CARRIED_RESULT_KEY], value: (answer.value as ModelReply).content };
+  const reply = (isCarriedResult(answer) ? answer.value : answer) as ModelReply;
+  // The parent counts what the call cost as its own step's; a reply found in the ledger was counted when it was made.
+  const answered: ResearchAnswer = { answer: reply.content, ...(reply.usage ? { usage: reply.usage } : {}), ...(reply.reused ? { reused: true } : {}) };
+  return isCarriedResult(answer) ? { [CARRIED_RESULT_KEY]: answer[CARRIED_RESULT_KEY], value: answered } : answered;
 }
