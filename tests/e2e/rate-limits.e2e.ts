@@ -14,7 +14,7 @@ import { waitFor } from '../support/wait';
 describe('shared rate limits', () => {
   const TPM = 12_000;
   const platform = new Platform({
-    AGENTRUN_MODEL_RATE_LIMITS: JSON.stringify({ scripted: { tokens_per_minute: TPM }, 'scripted-agent': { tokens_per_minute: TPM } }),
+    AGENTRUN_MODEL_RATE_LIMITS: JSON.stringify({ scripted: { tokens_per_minute: TPM }, 'scripted-agent': { tokens_per_minute: TPM }, 'scripted-429': { requests_per_minute: 600 } }),
     AGENTRUN_MODEL_MAX_TOKENS: '100',
     CPU_TOOL_SLOTS: '2',
   });
@@ -90,4 +90,17 @@ describe('shared rate limits', () => {
     near(used[orgs.gold], (TPM * 4) / 5);
     near(used[orgs.bulk], TPM / 5);
   }, 240_000);
+
+  it("a 429 from the provider lowers the model's shared rate for every worker, and the call still completes", async () => {
+    const org = uniqueId('rl-429');
+    const runId = uniqueId('rl');
+    // `scripted-429` answers each conversation's first two calls 429 (Retry-After: 1 s).
+    const res = await platform.http('POST', '/agents', { org, body: { run_id: runId, goal: 'find the parser notes', max_steps: 2, policy: 'llm', model: 'scripted-429' } });
+    expect(res.status).toBe(202);
+    await platform.waitForStatus(org, runId, 'done');
+    const [bucket] = await platform.query<{ scale: number; shrunk: boolean }>("SELECT scale, shrunk_at IS NOT NULL AS shrunk FROM rate_limit_buckets WHERE bucket LIKE '% scripted-429'");
+    expect(bucket).toMatchObject({ shrunk: true });
+    expect(bucket.scale).toBeLessThan(1);
+    expect(bucket.scale).toBeGreaterThanOrEqual(0.1);
+  });
 });
