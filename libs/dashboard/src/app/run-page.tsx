@@ -174,6 +174,29 @@ export function RunPage({ runId }: { runId: string }) {
   );
 }
 
+/** A run's Spend and Budget lines (each when it has one), and why it waits when it is paused on its budget. */
+function SpendLines({ kind, spend, budget, waiting }: { kind: 'agent' | 'eval'; spend: string | undefined; budget: string | undefined; waiting: string | undefined }) {
+  return (
+    <>
+      {spend !== undefined && (
+        <div>
+          <dt>Spend</dt>
+          <dd data-testid={`${kind}-spend`}>{spend}</dd>
+        </div>
+      )}
+      {budget !== undefined && (
+        <div>
+          <dt>Budget</dt>
+          <dd data-testid={`${kind}-budget`}>
+            {budget}
+            {waiting ? ` · paused: ${waiting} (raise the budget to go on)` : ''}
+          </dd>
+        </div>
+      )}
+    </>
+  );
+}
+
 /**
  * The model's reply as it is written (the stream's `token` frames): live until its step's
  * `step_completed` arrives, then kept as the last reply until the next one starts.
@@ -224,21 +247,7 @@ function AgentOverview({ state }: { state: RunStateView | undefined }) {
               )}
             </dd>
           </div>
-          {gauge.spend !== undefined && (
-            <div>
-              <dt>Spend</dt>
-              <dd data-testid="agent-spend">{gauge.spend}</dd>
-            </div>
-          )}
-          {gauge.budget !== undefined && (
-            <div>
-              <dt>Budget</dt>
-              <dd data-testid="agent-budget">
-                {gauge.budget}
-                {state?.status === 'paused' && state.reason === 'budget_exhausted' ? ' · paused: a model call did not fit (raise the budget to go on)' : ''}
-              </dd>
-            </div>
-          )}
+          <SpendLines kind="agent" spend={gauge.spend} budget={gauge.budget} waiting={state?.status === 'paused' && state.reason === 'budget_exhausted' ? 'a model call did not fit' : undefined} />
           {state?.policy !== undefined && (
             <div>
               <dt>Policy · tier</dt>
@@ -287,18 +296,7 @@ function EvalOverview({ view }: { view: EvalSummary | undefined }) {
             <dt>Reviewers</dt>
             <dd>{view.reviewers.length ? view.reviewers.join(', ') : 'none listed'}</dd>
           </div>
-          {view.spend !== undefined && (
-            <div>
-              <dt>Spend</dt>
-              <dd data-testid="eval-spend">{view.spend}</dd>
-            </div>
-          )}
-          {view.budget !== undefined && (
-            <div>
-              <dt>Budget</dt>
-              <dd data-testid="eval-budget">{view.budget}</dd>
-            </div>
-          )}
+          <SpendLines kind="eval" spend={view.spend} budget={view.budget} waiting={view.paused ? 'a case did not fit; the cases after it wait' : undefined} />
           {view.approved_by && (
             <div>
               <dt>Approved by</dt>

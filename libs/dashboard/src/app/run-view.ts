@@ -247,6 +247,8 @@ export interface EvalSummary {
   /** Its cases' spend, and against its budget, in words (as an agent's). */
   spend?: string;
   budget?: string;
+  /** Paused on its budget: a case did not fit. */
+  paused?: boolean;
 }
 
 /** An eval run's cases in a stable order (case ids compared as people read numbers), from its state. */
@@ -275,6 +277,7 @@ export function evalSummary(state: RunStateView | undefined): EvalSummary | unde
     cases,
     ...(state.usage ? { spend: spendText(state.usage) } : {}),
     ...(state.budget ? { budget: budgetText(state.usage, state.budget) } : {}),
+    ...(state.status === 'paused' && state.reason === 'budget_exhausted' ? { paused: true } : {}),
   };
 }
 
