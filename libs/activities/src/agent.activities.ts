@@ -223,16 +223,12 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
       const limit = deps.rateLimits && rateLimitOf(deps.rateLimits.limits, chat.model);
       const reply = await once(call.key, 'model', call.reuse_key, async (attempt) => {
         const worst = deps.budgets || limit ? worstCaseOf(call.messages, chat.model, prices, maxTokens) : undefined;
-        // The worst case is reserved first, keyed by the call: a retry finds its reservation, never makes a second.
-        if (deps.budgets && worst) {
-          const reserved = await deps.budgets.reserve({ key: call.key, org: call.org, run_id: call.run_id, ...worst }, call.budget ?? {});
-          if (!reserved.ok) {
-            throw ApplicationFailure.create({ message: budgetMessage(reserved.shortfall), type: BUDGET_EXHAUSTED, nonRetryable: true, details: [reserved.shortfall] });
-          }
-        }
-        // Then its turn under the model's shared limits: when there is no room yet, the workflow waits on a
-        // timer and calls again (the reservation above is found again, not made twice).
+        // First its turn under the model's shared limits: when there is no room yet, the workflow waits on a
+        // timer and calls again, holding nothing meanwhile (no slot, no reservation).
         const turn = limit && deps.rateLimits && worst ? { bucket: `${deps.rateLimits.endpoint} ${chat.model}`, share: `${call.org}/${call.tier ?? 'batch'}` } : undefined;
+        const giveBack = async (tokens: number) => {
+          if (turn && deps.rateLimits) await deps.rateLimits.limiter.refund(turn.bucket, turn.share, tokens);
+        };
         if (turn && deps.rateLimits && limit && worst) {
           const decision = await deps.rateLimits.limiter.acquire({ ...turn, weight: deps.rateLimits.weights[call.tier ?? 'batch'] ?? 1, tokens: worst.tokens, limit });
           if (!decision.ok) {
@@ -241,12 +237,24 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
               message: `no room under ${chat.model}'s shared rate limits yet: waiting ${decision.wait_ms} ms for a turn`,
               type: RATE_LIMIT_WAIT,
               nonRetryable: true,
-              details: [{ wait_ms: decision.wait_ms }],
+              // The attempt it got to, so the call made after the wait numbers its reply's deltas after this one's.
+              details: [{ wait_ms: decision.wait_ms, attempt }],
             });
           }
         }
-        // The reply as it is written, for live readers: numbered per attempt, so a retry's deltas replace the last one's.
-        const tokens = deps.tokens && new TokenStream(deps.tokens.sink, { org: call.org, run_id: call.run_id, step: stepOfKey(call.key) ?? 0, attempt }, deps.tokens.onError);
+        // Then the worst case is reserved, keyed by the call: a retry finds its reservation, never makes a second.
+        if (deps.budgets && worst) {
+          const reserved = await deps.budgets.reserve({ key: call.key, org: call.org, run_id: call.run_id, ...worst }, call.budget ?? {});
+          if (!reserved.ok) {
+            // The turn was not used: its tokens go back to the share.
+            await giveBack(worst.tokens);
+            throw ApplicationFailure.create({ message: budgetMessage(reserved.shortfall), type: BUDGET_EXHAUSTED, nonRetryable: true, details: [reserved.shortfall] });
+          }
+        }
+        // The reply as it is written, for live readers: numbered by attempt (counting the attempts before a
+        // rate-limit wait), so a retry's deltas replace the last one's; a research child's under its parent's step.
+        const streamAttempt = (call.attempts_before ?? 0) + attempt;
+        const tokens = deps.tokens && new TokenStream(deps.tokens.sink, { org: call.org, run_id: call.run_id, step: call.step ?? stepOfKey(call.key) ?? 0, attempt: streamAttempt }, deps.tokens.onError);
         let reply;
         try {
           reply = await chat.complete(
@@ -258,6 +266,8 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
           if (!(err instanceof ChatError)) throw err;
           // The provider's own limit was hit: every worker's rate for this model is lowered for a while.
           if (err.kind === 'rate_limited' && turn && deps.rateLimits) await deps.rateLimits.limiter.shrink(turn.bucket);
+          // A failed request used no tokens: the turn's go back (the request itself stays counted).
+          if (worst) await giveBack(worst.tokens);
           if (!err.retryable) {
             // A call that will not be made again frees what it reserved; a retried one keeps it.
             await deps.budgets?.release(call.key);

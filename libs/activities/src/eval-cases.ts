@@ -72,7 +72,7 @@ export interface RealCaseDeps {
   /** What the cases' model calls cost (AGENTRUN_MODEL_PRICES); without it a case's usage has no cost. */
   prices?: ModelPrices;
   /** The reservation ledger: a case's worst case is reserved against the eval's budget and its org's month before it runs. */
-  budgets?: Pick<BudgetLedger, 'reserve' | 'settle'>;
+  budgets?: Pick<BudgetLedger, 'reserve' | 'settle' | 'release'>;
 }
 
 /** Texts in an event are cut to what its schema allows. */
@@ -147,7 +147,8 @@ function judgeFor(deps: RealCaseDeps, spec: CaseSpec, scorers: ScorerSpec[], spe
   const model = graded.model ?? spec.model;
   const client = deps.chatFor(graded.endpoint ?? spec.model_endpoint, model);
   return async (messages) => {
-    const reply = await withHeartbeat(() => client.complete({ messages: messages.map((m) => ({ role: m.role, content: m.content }) as ChatMessage), temperature: 0 }, Context.current().cancellationSignal));
+    // Its verdict is bounded, so the case's worst case (`caseWorstCase`) holds.
+    const reply = await withHeartbeat(() => client.complete({ messages: messages.map((m) => ({ role: m.role, content: m.content }) as ChatMessage), temperature: 0, max_tokens: JUDGE_OVERHEAD_TOKENS }, Context.current().cancellationSignal));
     // The judge's tokens are the case's too.
     spent(reply.usage, model);
     return reply.content ?? '';

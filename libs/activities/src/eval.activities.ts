@@ -50,7 +50,16 @@ async function generateWithinBudget(real: RealCaseDeps, request: CaseRequest & {
     const reserved = await real.budgets.reserve({ key: request.key, org: request.org, run_id: request.run_id, ...worst }, request.budget ?? {});
     if (!reserved.ok) throw ApplicationFailure.create({ message: `case ${request.case_id}: ${budgetMessage(reserved.shortfall)}`, type: BUDGET_EXHAUSTED, nonRetryable: true, details: [reserved.shortfall] });
   }
-  const outcome = await runGenerateCase(real, request);
+  let outcome: CaseOutcome;
+  try {
+    outcome = await runGenerateCase(real, request);
+  } catch (err) {
+    // A case cancelled, or failing on its last attempt, will not run again: it frees what it held.
+    // One that will be retried keeps it, and finds it again.
+    const ctx = Context.current();
+    if (ctx.cancellationSignal.aborted || ctx.info.attempt >= (request.max_attempts ?? 1)) await real.budgets?.release(request.key);
+    throw err;
+  }
   const usage = outcome.result?.usage;
   await real.budgets?.settle(request.key, usage ? usage.prompt_tokens + usage.completion_tokens : 0, usage?.cost_usd ?? 0);
   return outcome;

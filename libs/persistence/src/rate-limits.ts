@@ -38,6 +38,8 @@ export const MAX_WAIT_MS = 5_000;
 export const RECOVER_MS = 60_000;
 /** The rate a run of 429s cannot push a bucket under, as a share of its limits. */
 export const MIN_SCALE = 0.1;
+/** 429s within this long of the last one that lowered the rate do not lower it again. */
+export const SHRINK_EVERY_MS = 1_000;
 
 /** The bucket's rate now, as a share of its limits: `scale` as a 429 left it, grown back linearly since. */
 export function scaleAt(scale: number, shrunkAt: number | null, now: number): number {
@@ -122,10 +124,16 @@ export class RateLimiter {
     });
   }
 
-  /** Gives a share back the tokens its call reserved and did not use (its worst case less its usage). */
+  /**
+   * Gives a share back the tokens its call took and did not use (its worst case less its usage, or all
+   * of it when the request failed). Under the bucket's lock, as `acquire` writes the levels it read.
+   */
   async refund(bucket: string, share: string, tokens: number): Promise<void> {
     if (!(tokens > 0)) return;
-    await this.db.query(`UPDATE rate_limit_shares SET tokens = tokens + $3 WHERE bucket = $1 AND share = $2`, [bucket, share, tokens]);
+    await this.db.transaction(async (tx) => {
+      await tx.query(`SELECT pg_advisory_xact_lock(hashtext('agentrun rate ' || $1))`, [bucket]);
+      await tx.query(`UPDATE rate_limit_shares SET tokens = tokens + $3 WHERE bucket = $1 AND share = $2`, [bucket, share, tokens]);
+    });
   }
 
   /** The provider answered 429: the bucket's rate is halved (not under `MIN_SCALE`), growing back over `RECOVER_MS`. Returns the new scale. */
@@ -137,6 +145,8 @@ export class RateLimiter {
         [bucket],
       );
       const now = row?.now_ms ?? Date.now();
+      // 429s that arrive together (the calls in flight when the provider's limit was hit) lower it once.
+      if (row?.shrunk_ms != null && now - row.shrunk_ms < SHRINK_EVERY_MS) return scaleAt(row.scale, row.shrunk_ms, now);
       const scale = Math.max(MIN_SCALE, scaleAt(row?.scale ?? 1, row?.shrunk_ms ?? null, now) / 2);
       await tx.query(
         `INSERT INTO rate_limit_buckets (bucket, scale, shrunk_at) VALUES ($1, $2, to_timestamp($3 / 1000.0))

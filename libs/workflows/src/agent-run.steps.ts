@@ -244,7 +244,7 @@ export class StepExecutor {
           workflowId: childId,
           taskQueue: input.lanes.agentWorkflows,
           workflowExecutionTimeout: '10m',
-          args: [{ org: input.org, run_id: input.run_id, question, lanes: input.lanes, tier: input.tier, ...(budget ? { budget } : {}), ...(carried ? { run_events: carried[CARRIED_EVENTS_KEY] } : {}) }],
+          args: [{ org: input.org, run_id: input.run_id, question, lanes: input.lanes, tier: input.tier, step: run.step, ...(budget ? { budget } : {}), ...(carried ? { run_events: carried[CARRIED_EVENTS_KEY] } : {}) }],
         }),
       RESEARCH_CARRY_PATCH,
     );
@@ -345,7 +345,7 @@ export class StepExecutor {
       ...(budget ? { budget } : {}),
       tier: this.input.tier,
     };
-    return inTurn(() => this.activities.model.callModel(call));
+    return inTurn((attemptsBefore) => this.activities.model.callModel(attemptsBefore ? { ...call, attempts_before: attemptsBefore } : call));
   }
 }
 

@@ -311,6 +311,10 @@ export interface ModelCall {
   budget?: RunBudget;
   /** The run's tier: its weight in the fair share of a model's shared rate limits (`batch` when absent). */
   tier?: Tier;
+  /** Attempts made by earlier activities of this call (before rate-limit waits): its reply's deltas are numbered after them. */
+  attempts_before?: number;
+  /** The run's step this call's reply belongs to, when the key does not say (a research child's call is its parent's step). */
+  step?: number;
 }
 
 /** The failure type `callModel` reports when a call's worst case does not fit a budget; its first detail is the `BudgetShortfall` (contracts). */
@@ -372,6 +376,8 @@ export interface ResearchInput {
   budget?: RunBudget;
   /** The parent run's tier, for its turn under a model's shared rate limits. */
   tier?: Tier;
+  /** The parent's step this research is, for the deltas of the child's reply. */
+  step?: number;
 }
 
 /** What a research child answers: its text and what its model call cost (a child recorded before this answered the text alone). */

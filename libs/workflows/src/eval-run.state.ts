@@ -16,14 +16,18 @@ export class EvalLoopState {
   /** The cases' model calls added up (`calls` counts cases that used the model). */
   usage: RunUsage | undefined;
 
-  constructor(private readonly input: EvalRunInput) {
+  constructor(
+    private readonly input: EvalRunInput,
+    /** Whether the state carries the cases' usage (runs started before it did not). */
+    private readonly countsUsage = true,
+  ) {
     this.cases = Object.fromEntries(input.case_ids.map((id) => [id, { status: 'pending' } satisfies CaseView]));
     this.budget = input.budget;
   }
 
   /** Adds a case's tokens and cost. */
   addCaseUsage(usage: { prompt_tokens: number; completion_tokens: number; cost_usd?: number } | undefined): void {
-    if (!usage) return;
+    if (!usage || !this.countsUsage) return;
     const t = this.usage ?? { calls: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0, estimated_calls: 0 };
     this.usage = {
       calls: t.calls + 1,

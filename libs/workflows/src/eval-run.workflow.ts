@@ -141,7 +141,9 @@ function failedCase(input: EvalRunInput, err: unknown): { view: CaseView; result
 export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
   // Runs started before this behaviour keep abandoning their cases at a cancel, so their histories replay.
   const countsCasesFinishedAtCancel = patched('eval-run-counts-cases-finished-at-cancel');
-  const run = new EvalLoopState(input);
+  // Runs started before their state carried the cases' usage keep events of the size they had, so their histories replay.
+  const usageInState = patched('eval-run-usage-in-state');
+  const run = new EvalLoopState(input, usageInState);
   const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'eval', lane: input.lanes.agentWorkflows, firstSeq: 0, state: () => run.view(), ...(input.events_via ? { eventsVia: input.events_via } : {}) });
   const setStatus = statusSetter(run, outbox);
   const { runCase, loadAgentCase, scoreAgentCase } = proxyActivities<EvalActivities>({
@@ -190,19 +192,23 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
       setStatus('paused', 'budget_exhausted', { step: run.view().done, case_id: caseId, ...shortfall });
     }
     const raisesAtPause = pausedAt;
-    await condition(() => run.budgetRaises > raisesAtPause || run.cancelRequested);
+    // Not cancellable by the fan-out's scope: a cancel ends the wait through `cancelRequested`, so the
+    // cases still in flight are waited for as at any other cancel.
+    await CancellationScope.nonCancellable(() => condition(() => run.budgetRaises > raisesAtPause || run.cancelRequested));
     if (pausedAt !== undefined && !run.cancelRequested) {
       pausedAt = undefined;
       setStatus('running');
     }
   };
-  const notPaused = () => condition(() => pausedAt === undefined || run.cancelRequested);
+  const notPaused = () => CancellationScope.nonCancellable(() => condition(() => pausedAt === undefined || run.cancelRequested));
 
   const evaluate = async (caseId: string): Promise<void> => {
     let view: CaseView;
     let result: CaseResult | undefined;
     for (;;) {
       run.cases[caseId] = { status: 'running' };
+      // A refusal under limits a raise has since replaced is tried again at once, not paused on.
+      const raisesAtRequest = run.budgetRaises;
       try {
         const request: CaseRequest = {
           key: `${input.org}/${input.run_id}:${caseId}`,
@@ -227,7 +233,7 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
         if (shortfall) {
           // Nothing was spent on it: it waits for the budget like the cases not started yet.
           run.cases[caseId] = { status: 'pending' };
-          await waitForBudget(caseId, shortfall);
+          if (run.budgetRaises === raisesAtRequest) await waitForBudget(caseId, shortfall);
           if (run.cancelRequested) return;
           continue;
         }

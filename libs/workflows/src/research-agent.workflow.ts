@@ -19,7 +19,7 @@ export async function ResearchAgent(input: ResearchInput): Promise<ResearchAnswe
   });
   const prompt = `research: ${input.question}`;
   const carried: CarriedEvents[] = input.run_events?.length ? [{ [CARRIED_EVENTS_KEY]: input.run_events }] : [];
-  const answer: unknown = await inTurn(() => (callModel as (...args: unknown[]) => Promise<unknown>)(
+  const answer: unknown = await inTurn((attemptsBefore) => (callModel as (...args: unknown[]) => Promise<unknown>)(
     {
       key: `${workflowInfo().workflowId}:0:${digest(prompt)}`,
       org: input.org,
@@ -31,6 +31,8 @@ export async function ResearchAgent(input: ResearchInput): Promise<ResearchAnswe
       tools: [],
       ...(input.budget ? { budget: input.budget } : {}),
       ...(input.tier ? { tier: input.tier } : {}),
+      ...(input.step !== undefined ? { step: input.step } : {}),
+      ...(attemptsBefore ? { attempts_before: attemptsBefore } : {}),
     },
     ...carried,
   ));
