@@ -1,6 +1,6 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { approveUpdate, cancelEvalSignal, evalStatusQuery, type CaseRequest } from '@agentrun/workflows';
+import { approveUpdate, BUDGET_EXHAUSTED, cancelEvalSignal, evalStatusQuery, raiseBudgetUpdate, type CaseRequest } from '@agentrun/workflows';
 import { waitFor } from '../support/wait';
 import { Deferred, holdActivity, oneToN, rejectionOf, seqsOf, WorkflowTestEnv } from '../support/workflow-env';
 
@@ -160,6 +160,72 @@ describe('EvalRun', () => {
         ['run_finished', 'cancelled'],
       ]);
       expect(events.at(-1)?.payload.state).toMatchObject({ done: 2 });
+    });
+  });
+
+  describe('its budget', () => {
+    const shortfall = { scope: 'run', limit: 'tokens', max: 100, spent: 80, reserved: 0, needed: 50, left: 20 };
+    /** A case fits while the eval's max_tokens is at least `fits`; otherwise the worker refuses it as the ledger would. */
+    /** Heartbeats until `released`, not heeding a cancel: the case finishes whatever it is told. */
+    const finishRegardless = async (released: Promise<unknown>) => {
+      const context = Context.current();
+      const beat = setInterval(() => context.heartbeat(), 50);
+      try {
+        await released;
+      } finally {
+        clearInterval(beat);
+      }
+    };
+    const budgetedCase = (fits: number, hold?: Promise<unknown>) => async (request: CaseRequest) => {
+      if (request.case_id === 'c1' && hold) await finishRegardless(hold);
+      if ((request.budget?.max_tokens ?? 0) < fits && request.case_id !== 'c1') {
+        throw ApplicationFailure.create({ message: 'budget exhausted', type: BUDGET_EXHAUSTED, nonRetryable: true, details: [shortfall] });
+      }
+      return { key: request.key, case_id: request.case_id, ok: true, score: 1, attempt: Context.current().info.attempt, duplicate: false, result: { input: 'i', target: ['t'], output: 'o', scores: [], usage: { prompt_tokens: 3, completion_tokens: 2, cost_usd: 0.001 }, duration_ms: 1 } };
+    };
+
+    it('a case that does not fit pauses the eval, no further case starts, and a raise lets the rest finish', async () => {
+      const rig = env.rig({ gpuEval: { runCase: budgetedCase(1_000) } });
+      await rig.run(async () => {
+        const runId = rig.runId('budget');
+        const handle = await rig.startEval('budget', { case_ids: ['c1', 'c2', 'c3', 'c4'], parallelism: 1, budget: { max_tokens: 100 } });
+        await rig.waitForEvent(runId, 'the pause', (e) => e.type === 'budget_exhausted');
+        const paused = await handle.query(evalStatusQuery);
+        expect(paused).toMatchObject({ status: 'paused', reason: 'budget_exhausted', done: 1, budget: { max_tokens: 100 }, usage: { calls: 1, prompt_tokens: 3, completion_tokens: 2 } });
+        expect(paused.cases).toMatchObject({ c1: { status: 'ok' }, c2: { status: 'pending' }, c3: { status: 'pending' } });
+        expect(rig.callsOf('runCase').map((c) => (c.input as CaseRequest).case_id)).toEqual(['c1', 'c2']);
+        const raise = (command_id: string, max_tokens: number) => handle.executeUpdate(raiseBudgetUpdate, { args: [{ command_id, max_tokens }] });
+        expect(await rejectionOf(raise('r-low', 100))).toBe("max_tokens must be higher than the run's current 100");
+        expect(await raise('r-1', 5_000)).toBe('budget raised');
+        await rig.waitForEvent(runId, 'awaiting review', (e) => e.payload.state?.status === 'awaiting_review');
+        const view = await handle.query(evalStatusQuery);
+        expect(view).toMatchObject({ done: 4, budget: { max_tokens: 5_000 }, usage: { calls: 4, prompt_tokens: 12, completion_tokens: 8, cost_usd: 0.004 } });
+        const events = rig.events(runId);
+        expect(seqsOf(events)).toEqual(oneToN(events.length));
+        expect(events.find((e) => e.type === 'budget_exhausted')?.payload).toMatchObject({ ...shortfall, step: 1, case_id: 'c2' });
+        expect(events.filter((e) => e.type === 'budget_raised').map((e) => e.payload.previous)).toEqual([{ max_tokens: 100 }]);
+        await handle.signal(cancelEvalSignal, { command_id: 'end' });
+        expect(await handle.result()).toBe('cancelled');
+      });
+    });
+
+    it('a cancel while paused still waits for the case in flight and counts it', async () => {
+      const held = new Deferred();
+      const rig = env.rig({ gpuEval: { runCase: budgetedCase(1_000, held.promise) } });
+      await rig.run(async () => {
+        const runId = rig.runId('budget-cancel');
+        const handle = await rig.startEval('budget-cancel', { case_ids: ['c1', 'c2', 'c3'], parallelism: 2, budget: { max_tokens: 100 } });
+        // c1 is held in flight; c2 is refused and the eval pauses.
+        await rig.waitForEvent(runId, 'the pause', (e) => e.type === 'budget_exhausted');
+        await handle.signal(cancelEvalSignal, { command_id: 'cancel-paused' });
+        // The case in flight finishes though the cancel reached it: the eval waits for it and counts it.
+        await waitFor('the cancel to be in', async () => (await handle.query(evalStatusQuery)).status === 'cancelling', 10_000, 20);
+        held.resolve();
+        expect(await handle.result()).toBe('cancelled');
+        const view = await handle.query(evalStatusQuery);
+        expect(view.cases).toMatchObject({ c1: { status: 'ok' }, c2: { status: 'pending' }, c3: { status: 'pending' } });
+        expect(rig.events(runId).filter((e) => e.type === 'case_finished').map((e) => e.payload.case_id)).toEqual(['c1']);
+      });
     });
   });
 });
