@@ -75,6 +75,11 @@ describe('token streaming', () => {
       expect(ids).toEqual(ids.map((_, i) => i + 1));
       const stored = await platform.query<{ n: string }>("SELECT count(*) AS n FROM run_events WHERE org = $1 AND run_id = $2 AND type = 'token'", [org, runId]);
       expect(Number(stored[0].n)).toBe(0);
+      // The run's outcome is in its state once it ended: the answer its run_finished gave.
+      const finished = stream.events<{ type: string; payload: { answer?: string } }>().find((e) => e.type === 'run_finished');
+      expect(finished?.payload.answer).toEqual(expect.any(String));
+      const run = await platform.http('GET', `/runs/${runId}`, { org });
+      expect(run.body.state.answer).toBe(finished?.payload.answer);
     } finally {
       stream.close();
     }

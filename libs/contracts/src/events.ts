@@ -78,6 +78,11 @@ export const AGENT_STATE_SCHEMA = Type.Object(
     usage: Type.Optional(RUN_USAGE_SCHEMA),
     /** The run's spending limit, as started or last raised (`agent.raise_budget`). */
     budget: Type.Optional(Type.Object({ max_tokens: Type.Optional(Type.Integer({ minimum: 1 })), max_cost_usd: Type.Optional(Type.Number({ exclusiveMinimum: 0 })) })),
+    /**
+     * An `llm` run's answer, once it ended `done`: the read model (`GET /runs/{id}`, `GET /runs`) and the
+     * run-state topic keep it from the `run_finished` event (the events' own `state` does not carry it).
+     */
+    answer: Type.Optional(Type.String({ maxLength: 4_000 })),
   },
   { $id: 'https://agentrun.dev/schemas/agent-state.v1.json', title: 'AgentRunState' },
 );

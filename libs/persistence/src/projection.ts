@@ -159,7 +159,7 @@ async function upsertRuns(tx: EntityManager, events: RunEventEnvelope[]): Promis
   }
   for (const { withState, lastSeq, firstSeq, first } of newest.values()) {
     const shown = withState ?? first;
-    const state = withState?.payload.state ?? null;
+    const state = outcomeOf(withState);
     const model = typeof state?.model === 'string' ? state.model : null;
     const parent = typeof state?.parent_run_id === 'string' ? state.parent_run_id : null;
     // Only applied events come here, so a row is created by seq 1 and moves along the prefix; the
@@ -169,7 +169,10 @@ async function upsertRuns(tx: EntityManager, events: RunEventEnvelope[]): Promis
        VALUES ($1, $2, $3, COALESCE($4, 'queued'), COALESCE($5::jsonb, '{"status":"queued"}'::jsonb), $6, $7, $8, $9, $10, $11, $12)
        ON CONFLICT (org, run_id) DO UPDATE SET
          status = CASE WHEN excluded.state_seq > r.state_seq THEN excluded.status ELSE r.status END,
-         state = CASE WHEN excluded.state_seq > r.state_seq THEN excluded.state ELSE r.state END,
+         -- A run's answer, once its run_finished put it in the state, stays there through later events.
+         state = CASE WHEN excluded.state_seq > r.state_seq
+           THEN excluded.state || CASE WHEN r.state ? 'answer' AND NOT excluded.state ? 'answer' THEN jsonb_build_object('answer', r.state->'answer') ELSE '{}'::jsonb END
+           ELSE r.state END,
          model = CASE WHEN excluded.state_seq > r.state_seq THEN COALESCE(excluded.model, r.model) ELSE r.model END,
          parent_run_id = COALESCE(r.parent_run_id, excluded.parent_run_id),
          state_seq = GREATEST(r.state_seq, excluded.state_seq),
@@ -193,6 +196,17 @@ async function upsertRuns(tx: EntityManager, events: RunEventEnvelope[]): Promis
       ],
     );
   }
+}
+
+/**
+ * The state a run's row keeps from an event: the event's `state`, and from `run_finished` its outcome
+ * too (an agent's `answer`), so `GET /runs/{id}` and the run-state topic have it after the run ends.
+ */
+export function outcomeOf(event: RunEventEnvelope | undefined): RunEventEnvelope['payload']['state'] | null {
+  const state = event?.payload.state;
+  if (!state) return null;
+  const answer = event.type === 'run_finished' ? event.payload.answer : undefined;
+  return typeof answer === 'string' ? { ...state, answer } : state;
 }
 
 /** Manifest rows from `snapshot_captured` events; a replay inserts nothing. */

@@ -155,6 +155,7 @@ export function RunPage({ runId }: { runId: string }) {
           {loadError}
         </p>
       )}
+      {kind === 'agent' && <Answer text={answerOf(events) ?? summary?.state?.answer} />}
       <div class="run-grid">
         {kind === 'eval' ? <EvalOverview view={evalView} /> : <AgentOverview state={state} />}
         {kind === 'eval' ? (
@@ -171,6 +172,24 @@ export function RunPage({ runId }: { runId: string }) {
       {kind === 'agent' && <Snapshots runId={runId} events={events} />}
       <Timeline events={events} ended={stream === 'ended' || isTerminalStatus(status)} />
     </article>
+  );
+}
+
+/** An agent's answer, from its `run_finished` event (or its row, when the events are not all here). */
+function answerOf(events: RunEvent[]): string | undefined {
+  const finished = events.find((e) => e.type === 'run_finished');
+  const answer = (finished?.payload as { answer?: unknown } | undefined)?.answer;
+  return typeof answer === 'string' ? answer : undefined;
+}
+
+/** What the run produced, at the top of its page once it has ended with an answer. */
+function Answer({ text }: { text: string | undefined }) {
+  if (text === undefined) return null;
+  return (
+    <section class="panel answer" aria-labelledby="answer-title" data-testid="run-answer">
+      <h2 id="answer-title">Answer</h2>
+      <p class="reply-text">{text}</p>
+    </section>
   );
 }
 
