@@ -2,7 +2,7 @@
  * What budget enforcement and shared rate limits add to a model call, in one run on the shared Postgres
  * and the local model server: the same chat completion made alone (the baseline), wrapped as `callModel`
  * wraps it with budgets on (reserve the worst case in the reservation ledger, the call, settle to its
- * usage), and with a shared rate limit too (a turn asked of the bucket after the reservation, granted
+ * usage), and with a shared rate limit too (a turn asked of the bucket before the reservation, granted
  * under a limit no call reaches, and the unused worst case refunded after), on a
  * fresh database with an org monthly budget set (so the org's month is summed on every reservation)
  * and a run budget on every call (so the run's sums are read too). Sides alternate call by call, so a
@@ -69,14 +69,14 @@ async function main(): Promise<void> {
       budgeted.push(performance.now() - t0);
       spent += usage.cost_usd;
 
-      // As callModel makes it with budgets and a shared rate limit: reserve, ask for a turn, call, settle and refund.
+      // As callModel makes it with budgets and a shared rate limit: ask for a turn, reserve, call, settle and refund.
       t0 = performance.now();
       const limitedKey = `${ORG}/rl-${i % 20}:${i}:model`;
       const limitedWorst = worstCaseOf(messages, 'scripted', prices, MAX_TOKENS);
-      const held = await ledger.reserve({ key: limitedKey, org: ORG, run_id: `rl-${i % 20}`, ...limitedWorst }, { max_tokens: 10_000_000, max_cost_usd: 10_000 });
-      if (!held.ok) throw new Error(`reservation refused: ${JSON.stringify(held)}`);
       const turn = await limiter.acquire({ bucket: 'bench scripted', share: `${ORG}/team`, weight: 2, tokens: limitedWorst.tokens, limit });
       if (!turn.ok) throw new Error(`a turn was refused under a limit no call reaches: ${JSON.stringify(turn)}`);
+      const held = await ledger.reserve({ key: limitedKey, org: ORG, run_id: `rl-${i % 20}`, ...limitedWorst }, { max_tokens: 10_000_000, max_cost_usd: 10_000 });
+      if (!held.ok) throw new Error(`reservation refused: ${JSON.stringify(held)}`);
       const limitedReply = await ask();
       const limitedUsage = usageOf({ messages }, limitedReply, 'scripted', prices);
       const used = limitedUsage.prompt_tokens + limitedUsage.completion_tokens;
@@ -111,7 +111,7 @@ async function main(): Promise<void> {
     console.log(`| --- | --- | --- |`);
     console.log(`| model call alone (baseline) | ${ms(pct(bare, 0.5))} | ${ms(pct(bare, 0.9))} |`);
     console.log(`| reserve + model call + settle | ${ms(pct(budgeted, 0.5))} | ${ms(pct(budgeted, 0.9))} |`);
-    console.log(`| reserve + turn + model call + settle and refund | ${ms(pct(limited, 0.5))} | ${ms(pct(limited, 0.9))} |`);
+    console.log(`| turn + reserve + model call + settle and refund | ${ms(pct(limited, 0.5))} | ${ms(pct(limited, 0.9))} |`);
     console.log(`added p50 by the budget: ${ms(pct(budgeted, 0.5) - pct(bare, 0.5))} ms; ratio ${(pct(budgeted, 0.5) / pct(bare, 0.5)).toFixed(2)}x`);
     console.log(`added p50 by budget and rate limit: ${ms(pct(limited, 0.5) - pct(bare, 0.5))} ms; ratio ${(pct(limited, 0.5) / pct(bare, 0.5)).toFixed(2)}x (the rate limit alone: ${ms(pct(limited, 0.5) - pct(budgeted, 0.5))} ms)`);
     console.log(`reserve + settle alone, 4 concurrent reservers of one org: p50 ${ms(pct(alone, 0.5))} ms, p90 ${ms(pct(alone, 0.9))} ms, ${(alone.length / (wall / 1000)).toFixed(0)} reservations/s`);
