@@ -50,11 +50,13 @@ describe('GET /metrics on every app', () => {
       expect({ app, ready: total(samples, 'agentrun_ready'), checks: checks.length > 0, failing: checks.filter((s) => s.value !== 1).map((s) => s.labels.check) }).toEqual({ app, ready: 1, checks: true, failing: [] });
     }
     const model = ['agentrun_model_call_duration_seconds', 'agentrun_model_tokens_total'];
-    expect(families.gateway).toEqual(['agentrun_event_visible_seconds', 'agentrun_http_request_duration_seconds', 'agentrun_http_requests_total', 'agentrun_sse_errors_total', 'agentrun_sse_streams']);
+    // With the reader of model reply deltas, its count of records it skipped.
+    expect(families.gateway).toEqual(['agentrun_event_visible_seconds', 'agentrun_http_request_duration_seconds', 'agentrun_http_requests_total', 'agentrun_run_token_records_unreadable_total', 'agentrun_sse_errors_total', 'agentrun_sse_streams']);
     // With the workflows role, the run-event publisher's two counters (made with the workflow worker).
     const publishing = ['agentrun_run_event_publish_failures_total', 'agentrun_run_events_published_total'];
     // And the stalled-carrier watch's counter, made with the workflow worker too.
-    expect(families.orchestrator).toEqual(['agentrun_commands_total', 'agentrun_dlq_total', 'agentrun_kafka_consumer_lag', ...model, ...publishing, 'agentrun_stalled_carrier_events_total']);
+    // With the cpu-tools role, the calls told to wait for a rate-limit turn and the reply deltas not sent.
+    expect(families.orchestrator).toEqual(['agentrun_commands_total', 'agentrun_dlq_total', 'agentrun_kafka_consumer_lag', 'agentrun_model_call_duration_seconds', 'agentrun_model_rate_limit_waits_total', 'agentrun_model_tokens_total', ...publishing, 'agentrun_run_token_deltas_dropped_total', 'agentrun_stalled_carrier_events_total']);
     expect(families.projector).toEqual(['agentrun_dlq_total', 'agentrun_kafka_consumer_lag', 'agentrun_projector_batch_duration_seconds', 'agentrun_projector_events_total', 'agentrun_runs_active']);
     // The GPU worker's model clients are made for the first eval that needs one, its publishing counters
     // with the first GPU call that carries run events; the snapshotter calls no model.

@@ -109,6 +109,7 @@ describe('topics declared once: npm run topics -- apply | check, and the startup
       [prefix + TOPICS.runEvents]: 3,
       [prefix + TOPICS.runEventsDlq]: 3,
       [prefix + TOPICS.runState]: 3,
+      [prefix + TOPICS.runTokens]: 3,
     });
     const { resources } = await admin.describeConfigs({
       includeSynonyms: false,

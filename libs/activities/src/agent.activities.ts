@@ -66,9 +66,6 @@ export interface AgentActivityDeps {
   faults?: FaultPoints;
 }
 
-/** Model calls told to wait for a turn under their model's shared rate limits. */
-const rateLimitWaits = processMetrics().rateLimitWaits();
-
 /** A model call's completion limit when the deployment sets none. */
 export const DEFAULT_MODEL_MAX_TOKENS = 1_024;
 
@@ -115,6 +112,8 @@ async function both<A, B>(a: Promise<A>, b: Promise<B> | undefined): Promise<[A,
 }
 
 export function createAgentActivities(deps: AgentActivityDeps): AgentActivities {
+  // Declared where model calls are rate limited (the cpu-tools lane), not by every process of this lib.
+  const rateLimitWaits = deps.rateLimits ? processMetrics().rateLimitWaits() : undefined;
   const byName = new Map<string, Tool>(deps.tools.map((t) => [t.name, t]));
   const restore = deps.snapshots ? restoreSnapshotActivity({ workspaceRoot: deps.workspaceRoot, ...deps.snapshots }) : undefined;
 
@@ -232,7 +231,7 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
         if (turn && deps.rateLimits && limit && worst) {
           const decision = await deps.rateLimits.limiter.acquire({ ...turn, weight: deps.rateLimits.weights[call.tier ?? 'batch'] ?? 1, tokens: worst.tokens, limit });
           if (!decision.ok) {
-            rateLimitWaits.inc({ model: chat.model });
+            rateLimitWaits?.inc({ model: chat.model });
             throw ApplicationFailure.create({
               message: `no room under ${chat.model}'s shared rate limits yet: waiting ${decision.wait_ms} ms for a turn`,
               type: RATE_LIMIT_WAIT,
