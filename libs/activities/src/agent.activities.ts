@@ -286,7 +286,7 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
         await both(
           deps.budgets ? deps.budgets.settle(call.key, used, usage.cost_usd) : Promise.resolve(),
           // What the turn took beyond what the call used goes back to the share.
-          turn && worst && deps.rateLimits ? deps.rateLimits.limiter.refund(turn.bucket, turn.share, worst.tokens - used) : undefined,
+          worst ? giveBack(worst.tokens - used) : undefined,
         );
         const content = await inlineOrStore(deps.payloads.store, call, reply.content ?? '', deps.payloads.inlineMaxBytes);
         return {

@@ -12,6 +12,18 @@ export type ModelPrices = Readonly<Record<string, Readonly<ModelPrice>>>;
 const PRICE_KEYS = ['input_usd_per_million', 'output_usd_per_million'] as const;
 const MODEL_NAME_RE = /^(\*|[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199})$/;
 
+/** A setting's text as a JSON object: `<key> is not JSON: ...`, or `<key> must be a JSON object<shape>`. */
+export function jsonObjectSetting(text: string, key: string, shape: string): Record<string, unknown> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new Error(`${key} is not JSON: ${(err as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error(`${key} must be a JSON object${shape}`);
+  return parsed as Record<string, unknown>;
+}
+
 /**
  * Reads `AGENTRUN_MODEL_PRICES`, `{"<model>": {"input_usd_per_million": 0.15, "output_usd_per_million": 0.6}, "*": {...}}`.
  * Empty or unset is no prices: calls still count their tokens, and their cost is 0 with `priced: false`.
@@ -20,17 +32,9 @@ const MODEL_NAME_RE = /^(\*|[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199})$/;
  */
 export function parseModelPrices(text: string | undefined, key = 'AGENTRUN_MODEL_PRICES'): ModelPrices {
   if (text === undefined || text.trim() === '') return Object.freeze({});
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (err) {
-    throw new Error(`${key} is not JSON: ${(err as Error).message}`);
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
-    throw new Error(`${key} must be a JSON object of prices by model, {"<model>": {"input_usd_per_million": n, "output_usd_per_million": n}}`);
-  }
+  const entries = jsonObjectSetting(text, key, ' of prices by model, {"<model>": {"input_usd_per_million": n, "output_usd_per_million": n}}');
   const prices: Record<string, ModelPrice> = {};
-  for (const [model, value] of Object.entries(parsed as Record<string, unknown>)) {
+  for (const [model, value] of Object.entries(entries)) {
     const where = `${key}.${model}`;
     if (!MODEL_NAME_RE.test(model)) throw new Error(`${key}: '${model}' is not a model name (or "*")`);
     if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${where} must be an object with ${PRICE_KEYS.join(' and ')}`);

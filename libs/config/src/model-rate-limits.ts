@@ -1,4 +1,5 @@
 import type { Setting } from './env';
+import { jsonObjectSetting } from './model-prices';
 
 /** A model's shared limits: requests and tokens (prompt and completion) per minute, either or both. */
 export interface ModelRateLimit {
@@ -15,17 +16,6 @@ export type TierWeights = Readonly<Record<string, number>>;
 const LIMIT_KEYS = ['requests_per_minute', 'tokens_per_minute'] as const;
 const MODEL_NAME_RE = /^(\*|[A-Za-z0-9][A-Za-z0-9._:/@+-]{0,199})$/;
 
-function jsonObject(text: string, key: string, shape: string): Record<string, unknown> {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(text);
-  } catch (err) {
-    throw new Error(`${key} is not JSON: ${(err as Error).message}`);
-  }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new Error(`${key} must be a JSON object, ${shape}`);
-  return parsed as Record<string, unknown>;
-}
-
 /**
  * Reads `AGENTRUN_MODEL_RATE_LIMITS`, `{"<model>": {"requests_per_minute": 500, "tokens_per_minute": 90000}, "*": {...}}`:
  * the limits every worker process calling that model on this endpoint with this key shares. Empty or
@@ -35,7 +25,7 @@ function jsonObject(text: string, key: string, shape: string): Record<string, un
 export function parseModelRateLimits(text: string | undefined, key = 'AGENTRUN_MODEL_RATE_LIMITS'): ModelRateLimits {
   if (text === undefined || text.trim() === '') return Object.freeze({});
   const limits: Record<string, ModelRateLimit> = {};
-  for (const [model, value] of Object.entries(jsonObject(text, key, '{"<model>": {"requests_per_minute": n, "tokens_per_minute": n}}'))) {
+  for (const [model, value] of Object.entries(jsonObjectSetting(text, key, ', {"<model>": {"requests_per_minute": n, "tokens_per_minute": n}}'))) {
     const where = `${key}.${model}`;
     if (!MODEL_NAME_RE.test(model)) throw new Error(`${key}: '${model}' is not a model name (or "*")`);
     if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new Error(`${where} must be an object with ${LIMIT_KEYS.join(' and/or ')}`);
@@ -69,7 +59,7 @@ export const DEFAULT_TIER_WEIGHTS: TierWeights = Object.freeze({ enterprise: 4, 
  */
 export function parseTierWeights(text: string | undefined, tiers: readonly string[], key = 'AGENTRUN_TIER_WEIGHTS'): TierWeights {
   if (text === undefined || text.trim() === '') return DEFAULT_TIER_WEIGHTS;
-  const entries = jsonObject(text, key, `{${tiers.map((t) => `"${t}": n`).join(', ')}}`);
+  const entries = jsonObjectSetting(text, key, `, {${tiers.map((t) => `"${t}": n`).join(', ')}}`);
   const unknown = Object.keys(entries).filter((t) => !tiers.includes(t));
   if (unknown.length) throw new Error(`${key}: unknown tier ${unknown.map((t) => JSON.stringify(t)).join(', ')}; the tiers are ${tiers.join(', ')}`);
   const weights: Record<string, number> = {};

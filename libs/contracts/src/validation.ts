@@ -245,24 +245,26 @@ export function runEventPayloadProblem(event: Pick<RunEventEnvelope, 'type' | 'p
 
 export type RunStateReading = { ok: true; record: RunStateRecord } | { ok: false; detail: string };
 
-/** Reads one record of `agentrun.run-state.v1`. Never throws. */
-export function readRunStateRecord(value: Uint8Array | null | undefined): RunStateReading {
+/** A record's value as JSON that `check` accepts, or why not. Never throws. */
+function readChecked<T>(check: ValidateFunction, value: Uint8Array | null | undefined): { ok: true; value: T } | { ok: false; detail: string } {
   const json = parseJsonValue(value);
   if (!json.ok) return json;
-  const parsed = json.value;
-  if (!runStateRecord(parsed)) return { ok: false, detail: describeErrors(runStateRecord.errors) };
-  return { ok: true, record: parsed as RunStateRecord };
+  if (!check(json.value)) return { ok: false, detail: describeErrors(check.errors) };
+  return { ok: true, value: json.value as T };
+}
+
+/** Reads one record of `agentrun.run-state.v1`. Never throws. */
+export function readRunStateRecord(value: Uint8Array | null | undefined): RunStateReading {
+  const read = readChecked<RunStateRecord>(runStateRecord, value);
+  return read.ok ? { ok: true, record: read.value } : read;
 }
 
 export type RunTokenReading = { ok: true; delta: RunTokenDelta } | { ok: false; detail: string };
 
 /** Reads one record of `agentrun.run-tokens.v1`. Never throws. */
 export function readRunTokenDelta(value: Uint8Array | null | undefined): RunTokenReading {
-  const json = parseJsonValue(value);
-  if (!json.ok) return json;
-  const parsed = json.value;
-  if (!runTokenDelta(parsed)) return { ok: false, detail: describeErrors(runTokenDelta.errors) };
-  return { ok: true, delta: parsed as RunTokenDelta };
+  const read = readChecked<RunTokenDelta>(runTokenDelta, value);
+  return read.ok ? { ok: true, delta: read.value } : read;
 }
 
 export { buildCommand, CommandBuildError, type BuiltCommand, type CommandParts } from './builder';

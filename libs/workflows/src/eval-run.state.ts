@@ -1,5 +1,6 @@
 import type { EvalStatus, RunBudget, RunUsage } from '@agentrun/contracts';
 import type { CaseView, EvalRunInput, EvalRunState } from './eval-run.types';
+import { addUsage } from './agent-run.state';
 
 /** What `EvalRun` knows about its run: the status, each case's result, the commands already applied. */
 export class EvalLoopState {
@@ -28,14 +29,7 @@ export class EvalLoopState {
   /** Adds a case's tokens and cost. */
   addCaseUsage(usage: { prompt_tokens: number; completion_tokens: number; cost_usd?: number } | undefined): void {
     if (!usage || !this.countsUsage) return;
-    const t = this.usage ?? { calls: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: 0, estimated_calls: 0 };
-    this.usage = {
-      calls: t.calls + 1,
-      prompt_tokens: t.prompt_tokens + usage.prompt_tokens,
-      completion_tokens: t.completion_tokens + usage.completion_tokens,
-      cost_usd: Math.round((t.cost_usd + (usage.cost_usd ?? 0)) * 1e8) / 1e8,
-      estimated_calls: t.estimated_calls,
-    };
+    this.usage = addUsage(this.usage, { model: this.input.model, prompt_tokens: usage.prompt_tokens, completion_tokens: usage.completion_tokens, cost_usd: usage.cost_usd ?? 0, priced: usage.cost_usd !== undefined });
   }
 
   /** A cooperatively cancelled run leaves the cases it did not finish pending. */
