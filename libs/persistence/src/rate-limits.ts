@@ -47,37 +47,50 @@ export function scaleAt(scale: number, shrunkAt: number | null, now: number): nu
   return Math.min(1, scale + (1 - scale) * Math.max(0, now - shrunkAt) / RECOVER_MS);
 }
 
+/** One level a call must find room in: its levels (undefined when new) and the part of the bucket's rate that refills them. */
+export interface Level {
+  levels: ShareLevels | undefined;
+  part: number;
+}
+
 /**
- * One decision of the token bucket, as a pure function. The share's part of the bucket's rate is its
- * weight over the weights of the shares seen lately (its own included); its levels are refilled at that
- * rate since they were last, up to `BURST_MS` of it or twice the call, whichever is more. A call goes
- * when each level holds what it needs (one request, its worst-case tokens), and takes it; otherwise it is
- * told how long until it would, at most `MAX_WAIT_MS` (it asks again then: the split may have changed).
+ * One decision of a hierarchical token bucket, as a pure function. Each level is refilled at its part of
+ * the rate since it was last, up to `BURST_MS` of it or twice the call, whichever is more (a level seen
+ * for the first time starts with that burst). The call goes when every level holds what it needs (one
+ * request, its worst-case tokens), and takes it from each; otherwise it is told how long until it would,
+ * at most `MAX_WAIT_MS` (it asks again then: the split may have changed).
+ *
+ * The rate limiter asks two levels: the share's (its weighted part, so shares split the rate fairly) and
+ * the bucket's own (the whole rate), so the total never passes the rate, however shares come and go: a
+ * share that stopped asking saves up its part while away, and the bucket's level keeps what it saved
+ * from being spent on top of what the others were given meanwhile.
  */
-export function decide(levels: ShareLevels | undefined, request: Pick<RateRequest, 'tokens' | 'limit'>, part: number, now: number): { levels: ShareLevels; decision: RateDecision } {
+export function decide(levels: Level[], request: Pick<RateRequest, 'tokens' | 'limit'>, now: number): { levels: ShareLevels[]; decision: RateDecision } {
   const dims = [
     { key: 'requests' as const, perMinute: request.limit.requests_per_minute, need: 1 },
     { key: 'tokens' as const, perMinute: request.limit.tokens_per_minute, need: request.tokens },
   ];
-  const next: ShareLevels = { requests: 0, tokens: 0, at: now };
   let wait = 0;
-  for (const { key, perMinute, need } of dims) {
-    if (perMinute === undefined) continue;
-    const perMs = (perMinute / 60_000) * part;
-    const burst = perMs * BURST_MS;
-    // Room for twice the call, so what accrues between the moment it would fit and the moment it asks
-    // again is kept, not cut off; a refund above the cap stays too (refill stops there, nothing is lost).
-    const cap = Math.max(burst, 2 * need);
-    // A share seen for the first time starts with its burst.
-    const level = !levels ? burst : levels[key] >= cap ? levels[key] : Math.min(cap, levels[key] + perMs * Math.max(0, now - levels.at));
-    next[key] = level;
-    if (level < need) wait = Math.max(wait, (need - level) / perMs);
-  }
+  const next = levels.map(({ levels: was, part }) => {
+    const level: ShareLevels = { requests: 0, tokens: 0, at: now };
+    for (const { key, perMinute, need } of dims) {
+      if (perMinute === undefined) continue;
+      const perMs = (perMinute / 60_000) * part;
+      const burst = perMs * BURST_MS;
+      // Room for twice the call, so what accrues between the moment it would fit and the moment it asks
+      // again is kept, not cut off; a refund above the cap stays too (refill stops there, nothing is lost).
+      const cap = Math.max(burst, 2 * need);
+      level[key] = !was ? burst : was[key] >= cap ? was[key] : Math.min(cap, was[key] + perMs * Math.max(0, now - was.at));
+      if (level[key] < need) wait = Math.max(wait, (need - level[key]) / perMs);
+    }
+    return level;
+  });
   if (wait > 0) return { levels: next, decision: { ok: false, wait_ms: Math.min(MAX_WAIT_MS, Math.ceil(wait)) } };
-  for (const { key, perMinute, need } of dims) if (perMinute !== undefined) next[key] -= need;
+  for (const level of next) for (const { key, perMinute, need } of dims) if (perMinute !== undefined) level[key] -= need;
   return { levels: next, decision: { ok: true } };
 }
 
+type BucketRow = { scale: number; shrunk_ms: number | null; now_ms: number; requests: number | null; tokens: number | null; refilled_ms: number | null };
 type ShareRow = { share: string; weight: number; requests: number; tokens: number; refilled_ms: number; seen_ms: number };
 
 const NOW_MS = `(extract(epoch FROM clock_timestamp()) * 1000)::float8`;
@@ -87,7 +100,8 @@ const NOW_MS = `(extract(epoch FROM clock_timestamp()) * 1000)::float8`;
  * time (a transaction-scoped advisory lock), so the limits hold across processes and hosts, and the
  * database's clock is the only one. A bucket's rate is split among the shares that asked within
  * `ACTIVE_MS` by weight, so two orgs of one tier get half each and a tier of weight 4 four times a
- * tier of weight 1. A 429 from the provider lowers the bucket's rate for everyone (`shrink`).
+ * tier of weight 1; the bucket keeps a level of its own at the whole rate, so together they never get
+ * more than the rate. A 429 from the provider lowers the bucket's rate for everyone (`shrink`).
  */
 export class RateLimiter {
   constructor(private readonly db: DataSource) {}
@@ -95,10 +109,11 @@ export class RateLimiter {
   async acquire(request: RateRequest): Promise<RateDecision> {
     return this.db.transaction(async (tx) => {
       await tx.query(`SELECT pg_advisory_xact_lock(hashtext('agentrun rate ' || $1))`, [request.bucket]);
-      const [bucket]: { scale: number; shrunk_ms: number | null; now_ms: number }[] = await tx.query(
+      const [bucket]: BucketRow[] = await tx.query(
         `INSERT INTO rate_limit_buckets (bucket) VALUES ($1)
          ON CONFLICT (bucket) DO UPDATE SET bucket = EXCLUDED.bucket
-         RETURNING scale, (extract(epoch FROM shrunk_at) * 1000)::float8 AS shrunk_ms, ${NOW_MS} AS now_ms`,
+         RETURNING scale, (extract(epoch FROM shrunk_at) * 1000)::float8 AS shrunk_ms, ${NOW_MS} AS now_ms,
+           requests, tokens, (extract(epoch FROM refilled_at) * 1000)::float8 AS refilled_ms`,
         [request.bucket],
       );
       const now = bucket.now_ms;
@@ -111,28 +126,45 @@ export class RateLimiter {
       if (Math.random() < 0.01) await tx.query(`DELETE FROM rate_limit_shares WHERE bucket = $1 AND seen_at < clock_timestamp() - interval '1 day'`, [request.bucket]);
       const mine = rows.find((r) => r.share === request.share);
       const others = rows.filter((r) => r.share !== request.share).reduce((n, r) => n + r.weight, 0);
-      const part = (request.weight / (request.weight + others)) * scaleAt(bucket.scale, bucket.shrunk_ms, now);
-      const { levels, decision } = decide(mine && { requests: mine.requests, tokens: mine.tokens, at: mine.refilled_ms }, request, part, now);
+      const scale = scaleAt(bucket.scale, bucket.shrunk_ms, now);
+      const {
+        levels: [levels, whole],
+        decision,
+      } = decide(
+        [
+          { levels: mine && { requests: mine.requests, tokens: mine.tokens, at: mine.refilled_ms }, part: (request.weight / (request.weight + others)) * scale },
+          { levels: bucket.refilled_ms === null ? undefined : { requests: bucket.requests ?? 0, tokens: bucket.tokens ?? 0, at: bucket.refilled_ms }, part: scale },
+        ],
+        request,
+        now,
+      );
+      // The share's levels and the bucket's, written in one statement.
       await tx.query(
-        `INSERT INTO rate_limit_shares (bucket, share, weight, requests, tokens, refilled_at, seen_at)
+        `WITH whole AS (UPDATE rate_limit_buckets SET requests = $7, tokens = $8, refilled_at = to_timestamp($6 / 1000.0) WHERE bucket = $1)
+         INSERT INTO rate_limit_shares (bucket, share, weight, requests, tokens, refilled_at, seen_at)
          VALUES ($1, $2, $3, $4, $5, to_timestamp($6 / 1000.0), to_timestamp($6 / 1000.0))
          ON CONFLICT (bucket, share) DO UPDATE SET weight = EXCLUDED.weight, requests = EXCLUDED.requests, tokens = EXCLUDED.tokens,
            refilled_at = EXCLUDED.refilled_at, seen_at = EXCLUDED.seen_at`,
-        [request.bucket, request.share, request.weight, levels.requests, levels.tokens, now],
+        [request.bucket, request.share, request.weight, levels.requests, levels.tokens, now, whole.requests, whole.tokens],
       );
       return decision;
     });
   }
 
   /**
-   * Gives a share back the tokens its call took and did not use (its worst case less its usage, or all
-   * of it when the request failed). Under the bucket's lock, as `acquire` writes the levels it read.
+   * Gives a share, and the bucket, back the tokens its call took and did not use (its worst case less its
+   * usage, or all of it when the request failed). Under the bucket's lock, as `acquire` writes the levels
+   * it read.
    */
   async refund(bucket: string, share: string, tokens: number): Promise<void> {
     if (!(tokens > 0)) return;
     await this.db.transaction(async (tx) => {
       await tx.query(`SELECT pg_advisory_xact_lock(hashtext('agentrun rate ' || $1))`, [bucket]);
-      await tx.query(`UPDATE rate_limit_shares SET tokens = tokens + $3 WHERE bucket = $1 AND share = $2`, [bucket, share, tokens]);
+      await tx.query(
+        `WITH whole AS (UPDATE rate_limit_buckets SET tokens = tokens + $3 WHERE bucket = $1 AND tokens IS NOT NULL)
+         UPDATE rate_limit_shares SET tokens = tokens + $3 WHERE bucket = $1 AND share = $2`,
+        [bucket, share, tokens],
+      );
     });
   }
 
