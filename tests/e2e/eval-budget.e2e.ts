@@ -56,3 +56,57 @@ describe("an eval's budget", () => {
     expect(usage.body.total.prompt_tokens + usage.body.total.completion_tokens).toBe(tokens);
   });
 });
+
+/**
+ * An `agent`-solver eval's cases spend under the eval's budget: each case's run reserves its model
+ * calls against the eval's limits, under the eval's run id. A case whose call does not fit pauses (its
+ * run `paused`, `budget_exhausted`), and so does the eval, naming the case; the eval's raise reaches
+ * every case's run, and they go on to `done`. A case's run cannot be raised on its own.
+ */
+describe("an agent-solver eval's budget", () => {
+  const platform = new Platform({ EVAL_PARALLELISM: '2' });
+  beforeAll(() => platform.start());
+  afterAll(() => platform.stop());
+
+  it("pauses its cases' runs and itself when a call does not fit, and one raise lets them all finish", async () => {
+    const org = uniqueId('evagent');
+    const runId = uniqueId('eval');
+    const cases = ['one', 'two'].map((id) => ({ id, input: `Write notes about ${id}.`, target: '', files: { 'notes.md': `# ${id}\n` }, metadata: { checks: [{ path: 'notes.md' }] } }));
+    // No call fits 50 tokens (its worst case is its prompt and the model's max_tokens).
+    const started = await platform.http('POST', '/evals', { org, body: { run_id: runId, model: 'scripted', dataset: { cases }, solver: 'agent', scorers: ['files'], reviewers: ['alice'], budget: { max_tokens: 50 } } });
+    expect(started.status).toBe(202);
+    await platform.waitForStatus(org, runId, 'paused');
+    for (const c of cases) await platform.waitForStatus(org, `${runId}.${c.id}`, 'paused');
+    const eventsOf = async (id: string) => (await platform.query<{ event: RunEventEnvelope }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [org, id])).map((r) => r.event);
+    const exhausted = (await eventsOf(runId)).find((e) => e.type === 'budget_exhausted');
+    expect(exhausted?.payload).toMatchObject({ scope: 'run', limit: 'tokens', max: 50, case_id: expect.stringMatching(/^(one|two)$/) });
+    const child = (await platform.http('GET', `/runs/${runId}.one`, { org })).body;
+    expect(child.state).toMatchObject({ status: 'paused', reason: 'budget_exhausted', budget: { max_tokens: 50 } });
+
+    // A case's run spends under the eval's budget: raising it alone is refused, with where to raise.
+    const alone = await platform.http('POST', `/runs/${runId}.one/raise-budget`, { org, body: { max_tokens: 1_000_000 } });
+    expect(alone.status).toBe(422);
+    expect(alone.body.detail).toContain(runId);
+
+    expect((await platform.http('POST', `/runs/${runId}/raise-budget`, { org, body: { max_tokens: 1_000_000 } })).status).toBe(202);
+    await platform.waitForStatus(org, runId, 'awaiting_review', 120_000);
+    for (const c of cases) {
+      await platform.waitForStatus(org, `${runId}.${c.id}`, 'done');
+      const raised = (await eventsOf(`${runId}.${c.id}`)).filter((e) => e.type === 'budget_raised');
+      expect(raised.map((e) => e.payload.previous)).toEqual([{ max_tokens: 50 }]);
+    }
+    const state = (await platform.http('GET', `/runs/${runId}`, { org })).body.state;
+    expect(state).toMatchObject({ done: 2, budget: { max_tokens: 1_000_000 } });
+
+    // Every call of the cases' runs was reserved once, under the eval's run id, and settled to what it used.
+    const stepUsage = (await Promise.all(cases.map((c) => eventsOf(`${runId}.${c.id}`))))
+      .flat()
+      .filter((e) => e.type === 'step_completed' && e.payload.usage)
+      .map((e) => e.payload.usage as { prompt_tokens: number; completion_tokens: number });
+    expect(stepUsage.length).toBeGreaterThan(0);
+    const reservations = await platform.query<{ run_id: string; settled: boolean; tokens: string }>('SELECT run_id, settled, tokens::text FROM budget_reservations WHERE org = $1', [org]);
+    expect(reservations.every((r) => r.run_id === runId && r.settled)).toBe(true);
+    expect(reservations).toHaveLength(stepUsage.length);
+    expect(reservations.reduce((n, r) => n + Number(r.tokens), 0)).toBe(stepUsage.reduce((n, u) => n + u.prompt_tokens + u.completion_tokens, 0));
+  }, 240_000);
+});

@@ -1,8 +1,8 @@
 import { Context } from '@temporalio/activity';
 import { ApplicationFailure, CancelledFailure } from '@temporalio/common';
-import { approveUpdate, BUDGET_EXHAUSTED, cancelEvalSignal, evalStatusQuery, raiseBudgetUpdate, type CaseRequest } from '@agentrun/workflows';
+import { approveUpdate, BUDGET_EXHAUSTED, cancelEvalSignal, evalStatusQuery, raiseBudgetUpdate, statusQuery, type AgentRun, type CaseRequest, type ModelCall } from '@agentrun/workflows';
 import { waitFor } from '../support/wait';
-import { Deferred, holdActivity, oneToN, rejectionOf, seqsOf, WorkflowTestEnv } from '../support/workflow-env';
+import { Deferred, holdActivity, modelReply, oneToN, rejectionOf, seqsOf, WorkflowTestEnv } from '../support/workflow-env';
 
 let env: WorkflowTestEnv;
 beforeAll(async () => {
@@ -204,6 +204,65 @@ describe('EvalRun', () => {
         expect(seqsOf(events)).toEqual(oneToN(events.length));
         expect(events.find((e) => e.type === 'budget_exhausted')?.payload).toMatchObject({ ...shortfall, step: 1, case_id: 'c2' });
         expect(events.filter((e) => e.type === 'budget_raised').map((e) => e.payload.previous)).toEqual([{ max_tokens: 100 }]);
+        await handle.signal(cancelEvalSignal, { command_id: 'end' });
+        expect(await handle.result()).toBe('cancelled');
+      });
+    });
+
+    it("an agent-solver eval's cases spend under its budget: a refused call pauses the case's run and the eval, one raise reaches every case's run", async () => {
+      // The ledger's answer as callModel gives it: refused while the limit is under 1,000 tokens.
+      const asked: Pick<ModelCall, 'run_id' | 'budget_run_id' | 'budget'>[] = [];
+      const rig = env.rig({
+        cpu: {
+          callModel: async (call) => {
+            asked.push({ run_id: call.run_id, budget_run_id: call.budget_run_id, budget: call.budget });
+            if ((call.budget?.max_tokens ?? 0) < 1_000) throw ApplicationFailure.create({ message: 'budget exhausted', type: BUDGET_EXHAUSTED, nonRetryable: true, details: [shortfall] });
+            return { ...modelReply(call), usage: { model: 'm', prompt_tokens: 30, completion_tokens: 10, cost_usd: 0.0001, priced: true } };
+          },
+        },
+        gpuEval: {
+          loadAgentCase: async (request: CaseRequest) => ({ goal: `solve ${request.case_id}` }),
+          scoreAgentCase: async (request: CaseRequest) => ({ key: request.key, case_id: request.case_id, ok: true, score: 1, attempt: 1, duplicate: false }),
+        },
+      });
+      await rig.run(async () => {
+        const runId = rig.runId('agent-budget');
+        const handle = await rig.startEval('agent-budget', {
+          case_ids: ['c1', 'c2'],
+          parallelism: 2,
+          budget: { max_tokens: 100 },
+          spec: { dataset: { id: 'd1', name: 'agent', source: 'shipped' }, solver: { name: 'agent' }, scorers: [{ name: 'files' }], model: 'model-a' },
+          agent: {
+            max_steps: 2,
+            policy: 'llm',
+            tier: 'batch',
+            lanes: { agentWorkflows: rig.lanes.agentWorkflows, cpuTools: rig.lanes.cpuTools, gpuTools: rig.lanes.gpuTools },
+            steps_per_execution: 1_000,
+            timeouts: { tool_start_to_close_s: 30, tool_heartbeat_s: 5, gpu_schedule_to_start_s: 30 },
+            events_via: 'carried',
+          },
+        });
+        const caseRuns = ['c1', 'c2'].map((c) => rig.client.workflow.getHandle<typeof AgentRun>(`${rig.org}/${runId}.${c}`));
+        // Both cases' runs are refused and pause; the eval pauses once.
+        for (const run of caseRuns) await waitFor('the case run to pause', async () => (await run.query(statusQuery).catch(() => undefined))?.status === 'paused', 10_000, 20);
+        expect(await caseRuns[0].query(statusQuery)).toMatchObject({ status: 'paused', reason: 'budget_exhausted', budget: { max_tokens: 100 } });
+        await waitFor('the eval to pause', async () => (await handle.query(evalStatusQuery)).status === 'paused', 10_000, 20);
+        // A case's run is not raised on its own.
+        expect(await rejectionOf(caseRuns[0].executeUpdate(raiseBudgetUpdate, { args: [{ command_id: 'alone', max_tokens: 5_000 }] }))).toBe(`this run spends under run ${runId}'s budget: raise that run's budget instead`);
+        expect(await handle.executeUpdate(raiseBudgetUpdate, { args: [{ command_id: 'r-1', max_tokens: 5_000 }] })).toBe('budget raised');
+        await rig.waitForEvent(runId, 'awaiting review', (e) => e.payload.state?.status === 'awaiting_review');
+        for (const run of caseRuns) expect(await run.result()).toMatchObject({ status: 'done' });
+        // Every call reserved under the eval's run id: refused under 100, then made under 5,000.
+        expect(asked.every((a) => a.budget_run_id === runId)).toBe(true);
+        expect(asked.filter((a) => a.budget?.max_tokens === 100).map((a) => a.run_id).sort()).toEqual([`${runId}.c1`, `${runId}.c2`]);
+        expect(asked.filter((a) => a.budget?.max_tokens !== 100).every((a) => a.budget?.max_tokens === 5_000)).toBe(true);
+        const events = rig.events(runId);
+        expect(events.filter((e) => e.type === 'budget_exhausted').map((e) => e.payload.case_id)).toHaveLength(1);
+        expect(events.filter((e) => e.type === 'status_changed').map((e) => e.payload.state?.status)).toEqual(['running', 'awaiting_review']);
+        for (const c of ['c1', 'c2']) {
+          const raised = rig.events(`${runId}.${c}`).filter((e) => e.type === 'budget_raised');
+          expect(raised.map((e) => [e.payload.command_id, e.payload.previous])).toEqual([[`${runId}:budget:1`, { max_tokens: 100 }]]);
+        }
         await handle.signal(cancelEvalSignal, { command_id: 'end' });
         expect(await handle.result()).toBe('cancelled');
       });

@@ -242,8 +242,9 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
           }
         }
         // Then the worst case is reserved, keyed by the call: a retry finds its reservation, never makes a second.
+        // It counts against the run whose budget limits it (an eval's agent case: its eval's).
         if (deps.budgets && worst) {
-          const reserved = await deps.budgets.reserve({ key: call.key, org: call.org, run_id: call.run_id, ...worst }, call.budget ?? {});
+          const reserved = await deps.budgets.reserve({ key: call.key, org: call.org, run_id: call.budget_run_id ?? call.run_id, ...worst }, call.budget ?? {});
           if (!reserved.ok) {
             // The turn was not used: its tokens go back to the share.
             await giveBack(worst.tokens);

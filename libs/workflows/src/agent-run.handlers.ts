@@ -1,7 +1,7 @@
 import { setHandler, workflowInfo } from '@temporalio/workflow';
 import type { AgentLoopState } from './agent-run.state';
 import type { RunLifecycle } from './agent-run.lifecycle';
-import { cancelRunSignal, changeGoalUpdate, injectContextSignal, pauseSignal, raiseBudgetUpdate, resumeSignal, statusQuery } from './definitions';
+import { budgetLimitsSignal, cancelRunSignal, changeGoalUpdate, injectContextSignal, pauseSignal, raiseBudgetUpdate, resumeSignal, statusQuery } from './definitions';
 import type { Outbox } from './outbox';
 import type { SeriesSlot } from './workspace-hosts';
 
@@ -42,8 +42,10 @@ export function validateBudgetRaise(run: Pick<AgentLoopState, 'settling' | 'spen
 /**
  * The run's Signals, Update and Query. Each control is applied once per command id and ignored once
  * the run is settling; the handlers change state and publish, the loop acts on it at its next turn.
+ * A run that spends under another run's budget (`budgetRunId`: an eval's agent case) takes its limits
+ * from that run's raises (`budgetLimitsSignal`), not a raise of its own.
  */
-export function registerAgentRunHandlers(run: AgentLoopState, lifecycle: RunLifecycle, outbox: Outbox, slot: SeriesSlot): void {
+export function registerAgentRunHandlers(run: AgentLoopState, lifecycle: RunLifecycle, outbox: Outbox, slot: SeriesSlot, budgetRunId?: string): void {
   setHandler(pauseSignal, ({ command_id }) => {
     if (!run.firstTime(command_id) || run.paused || run.settling() || run.status !== 'running') return;
     lifecycle.pause(command_id);
@@ -82,8 +84,17 @@ export function registerAgentRunHandlers(run: AgentLoopState, lifecycle: RunLife
       lifecycle.budgetRaised(command_id, limits);
       return `budget raised to ${JSON.stringify(run.spendLimit)}${resuming ? '; the run goes on' : ''}`;
     },
-    { validator: (raise) => validateBudgetRaise(run, raise) },
+    {
+      validator: (raise) => {
+        if (budgetRunId) throw new Error(`this run spends under run ${budgetRunId}'s budget: raise that run's budget instead`);
+        validateBudgetRaise(run, raise);
+      },
+    },
   );
+  setHandler(budgetLimitsSignal, ({ command_id, limits }) => {
+    if (!budgetRunId || !run.firstTime(command_id) || run.settling()) return;
+    lifecycle.budgetRaised(command_id, limits);
+  });
   setHandler(statusQuery, () => {
     const info = workflowInfo();
     return run.statusView(info, outbox.seq(), slot.series?.rows());

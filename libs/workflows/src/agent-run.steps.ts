@@ -244,7 +244,19 @@ export class StepExecutor {
           workflowId: childId,
           taskQueue: input.lanes.agentWorkflows,
           workflowExecutionTimeout: '10m',
-          args: [{ org: input.org, run_id: input.run_id, question, lanes: input.lanes, tier: input.tier, step: run.step, ...(budget ? { budget } : {}), ...(carried ? { run_events: carried[CARRIED_EVENTS_KEY] } : {}) }],
+          args: [
+            {
+              org: input.org,
+              run_id: input.run_id,
+              question,
+              lanes: input.lanes,
+              tier: input.tier,
+              step: run.step,
+              ...(budget ? { budget } : {}),
+              ...(input.budget_run_id ? { budget_run_id: input.budget_run_id } : {}),
+              ...(carried ? { run_events: carried[CARRIED_EVENTS_KEY] } : {}),
+            },
+          ],
         }),
       RESEARCH_CARRY_PATCH,
     );
@@ -343,6 +355,7 @@ export class StepExecutor {
       tools,
       ...(this.input.model ? { model: this.input.model } : {}),
       ...(budget ? { budget } : {}),
+      ...(this.input.budget_run_id ? { budget_run_id: this.input.budget_run_id } : {}),
       tier: this.input.tier,
     };
     return inTurn((attemptsBefore) => this.activities.model.callModel(attemptsBefore ? { ...call, attempts_before: attemptsBefore } : call));

@@ -197,6 +197,12 @@ export interface AgentRunInput {
   model?: string;
   /** The run's spending limit at its start (raised later by `agent.raise_budget`, carried across continue-as-new). */
   budget?: RunBudget;
+  /**
+   * The run whose limits this run's model calls count against, when not its own: an eval's agent case
+   * spends under its eval's budget (`budget` is then the eval's limits, and the eval's raises reach the
+   * run as `budgetLimitsSignal`; a refusal is told to the eval as `caseBudgetExhaustedSignal`).
+   */
+  budget_run_id?: string;
   /** An eval case this run solves: its files seed the workspace before the first step. */
   seed?: WorkspaceSeed;
   /**
@@ -309,6 +315,8 @@ export interface ModelCall {
   model?: string;
   /** The run's limits: the call's worst case is reserved against them (and the org's monthly budget) first. */
   budget?: RunBudget;
+  /** The run whose spending `budget` limits, when not `run_id` (an eval's agent case: its eval). */
+  budget_run_id?: string;
   /** The run's tier: its weight in the fair share of a model's shared rate limits (`batch` when absent). */
   tier?: Tier;
   /** Attempts made by earlier activities of this call (before rate-limit waits): its reply's deltas are numbered after them. */
@@ -374,6 +382,8 @@ export interface ResearchInput {
   run_events?: RunEventEnvelope[];
   /** The parent run's limits: the child's call is reserved against them (under the parent's run id), as the parent's own. */
   budget?: RunBudget;
+  /** The run the parent spends under, when not its own (an eval's agent case: its eval). */
+  budget_run_id?: string;
   /** The parent run's tier, for its turn under a model's shared rate limits. */
   tier?: Tier;
   /** The parent's step this research is, for the deltas of the child's reply. */

@@ -1,7 +1,8 @@
-import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, ContinueAsNew, continueAsNew, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, ContinueAsNew, continueAsNew, getExternalWorkflowHandle, workflowInfo } from '@temporalio/workflow';
 import type { BudgetShortfall } from '@agentrun/contracts';
 import { BUDGET_EXHAUSTED, type AgentRunInput, type AgentRunResult } from './agent-run.types';
 import { registerAgentRunHandlers } from './agent-run.handlers';
+import { caseBudgetExhaustedSignal } from './definitions';
 import { RunLifecycle } from './agent-run.lifecycle';
 import { AgentLoopState, type StepOutcome } from './agent-run.state';
 import { agentRunActivities, hostWaitSecondsOf, StepExecutor } from './agent-run.steps';
@@ -51,7 +52,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const hosts: WorkspaceHosts = new WorkspaceHosts(input, run, activities, outbox, slot, openRecovery);
   const lifecycle = new RunLifecycle(input, run, outbox, slot, activities);
   const steps = new StepExecutor(input, run, activities, outbox, hosts);
-  registerAgentRunHandlers(run, lifecycle, outbox, slot);
+  registerAgentRunHandlers(run, lifecycle, outbox, slot, input.budget_run_id);
 
   try {
     if (!input.carry && input.fork) {
@@ -93,6 +94,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         const shortfall = budgetShortfallOf(err);
         if (!shortfall) throw err;
         lifecycle.budgetExhausted(run.step, shortfall);
+        await tellBudgetRun(input, run.spendLimit ?? {}, shortfall);
         continue;
       }
       steps.completed(next, done);
@@ -108,6 +110,21 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const answer = input.policy === 'llm' ? run.conversation?.answer : undefined;
   const finalId = slot.series?.finalLanded();
   return { ...run.result(outbox.seq()), ...(answer !== undefined ? { answer } : {}), ...(finalId ? { final_snapshot_id: finalId } : {}) };
+}
+
+/**
+ * An eval's agent case paused on the eval's budget tells its eval, which pauses too (no further case
+ * starts) until the eval's budget is raised. An eval that has ended, or a run with no eval over it, has
+ * no one to tell.
+ */
+async function tellBudgetRun(input: AgentRunInput, limits: NonNullable<AgentRunInput['budget']>, shortfall: BudgetShortfall): Promise<void> {
+  const parent = workflowInfo().parent;
+  if (!input.budget_run_id || !parent || !input.seed) return;
+  try {
+    await getExternalWorkflowHandle(parent.workflowId).signal(caseBudgetExhaustedSignal, { case_id: input.seed.case_id, limits, shortfall });
+  } catch {
+    // The eval is gone (cancelled or ended): this run stays paused until it is cancelled with it.
+  }
 }
 
 /** The shortfall a `BudgetExhausted` model call reported, directly or through a research child; undefined for any other failure. */

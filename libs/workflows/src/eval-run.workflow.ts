@@ -14,9 +14,10 @@ import {
   patched,
   proxyActivities,
   setHandler,
+  startChild,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import { isTerminal, workflowIdFor, type BudgetShortfall, type CaseResult, type EvalStatus } from '@agentrun/contracts';
+import { isTerminal, workflowIdFor, type BudgetShortfall, type CaseResult, type EvalStatus, type RunBudget } from '@agentrun/contracts';
 import { EvalLoopState } from './eval-run.state';
 import {
   NOT_THE_AGENTS_FAULT,
@@ -32,8 +33,9 @@ import {
 import { openOutbox, type EmitFields, type Outbox, type StatusEventType } from './outbox';
 import { AGENT_STATUS_KEY } from './search-attributes';
 import { budgetShortfallOf, type AgentRun } from './agent-run.workflow';
+import type { AgentRunInput, AgentRunResult } from './agent-run.types';
 import { validateBudgetRaise } from './agent-run.handlers';
-import { raiseBudgetUpdate } from './definitions';
+import { budgetLimitsSignal, caseBudgetExhaustedSignal, raiseBudgetUpdate } from './definitions';
 
 export const cancelEvalSignal = defineSignal<[{ command_id: string }]>('cancel_eval');
 /** An Update: the reviewer learns whether the approval was taken. */
@@ -121,6 +123,38 @@ function benchmarkFailure(err: unknown): ApplicationFailure | undefined {
   return cause instanceof ApplicationFailure && cause.type === 'CaseFailed' ? cause : undefined;
 }
 
+/**
+ * An agent case's run that spends under its eval's budget: started with the eval's limits, it is sent
+ * each raise of them while it runs (it may be paused on them: it goes on). Returns its result as
+ * `executeChild` would; a cancel of the fan-out reaches the run, whose answer is awaited.
+ */
+async function runUnderBudget(input: EvalRunInput, run: EvalLoopState, options: { workflowId: string; taskQueue: string; args: [AgentRunInput] }, raisesAtStart: number): Promise<AgentRunResult> {
+  const child = await startChild<typeof AgentRun>('AgentRun', options);
+  const result = child.result();
+  let ended = false;
+  result.then(
+    () => (ended = true),
+    () => (ended = true),
+  );
+  try {
+    for (let told = raisesAtStart; ; ) {
+      await condition(() => ended || run.budgetRaises > told);
+      if (ended) break;
+      told = run.budgetRaises;
+      // A run that has just ended cannot take it, and needs not.
+      await child.signal(budgetLimitsSignal, { command_id: `${input.run_id}:budget:${told}`, limits: run.budget ?? {} }).catch(() => undefined);
+    }
+  } catch (err) {
+    if (!isCancellation(err)) throw err;
+  }
+  return result;
+}
+
+/** Whether two sets of limits are the same (an absent limit is none). */
+function sameLimits(a: RunBudget | undefined, b: RunBudget | undefined): boolean {
+  return a?.max_tokens === b?.max_tokens && a?.max_cost_usd === b?.max_cost_usd;
+}
+
 /** A case's outcome: a benchmark failure is a result (scored 0, or ungraded when the agent did not cause it); anything else throws. */
 function failedCase(input: EvalRunInput, err: unknown): { view: CaseView; result?: CaseResult } {
   const cause = benchmarkFailure(err);
@@ -143,6 +177,8 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
   const countsCasesFinishedAtCancel = patched('eval-run-counts-cases-finished-at-cancel');
   // Runs started before their state carried the cases' usage keep events of the size they had, so their histories replay.
   const usageInState = patched('eval-run-usage-in-state');
+  // Agent cases started before this behaviour spent under their own runs (the org's month alone), so their histories replay.
+  const agentCasesUnderBudget = patched('eval-run-agent-cases-under-its-budget');
   const run = new EvalLoopState(input, usageInState);
   const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'eval', lane: input.lanes.agentWorkflows, firstSeq: 0, state: () => run.view(), ...(input.events_via ? { eventsVia: input.events_via } : {}) });
   const setStatus = statusSetter(run, outbox);
@@ -162,19 +198,31 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
     const { goal } = await loadAgentCase(request);
     const childRunId = agentCaseRunId(input.run_id, request.case_id);
     const startedAt = Date.now();
-    let run: AgentCaseRun;
+    const raisesAtStart = run.budgetRaises;
+    const options = {
+      workflowId: workflowIdFor(input.org, childRunId),
+      taskQueue: input.lanes.agentWorkflows,
+      args: [
+        {
+          ...template,
+          org: input.org,
+          run_id: childRunId,
+          goal,
+          parent_run_id: input.run_id,
+          seed: { dataset: input.spec!.dataset, case_id: request.case_id },
+          ...(agentCasesUnderBudget ? { budget_run_id: input.run_id, ...(run.budget ? { budget: run.budget } : {}) } : {}),
+        },
+      ] as [AgentRunInput],
+    };
+    let caseRun: AgentCaseRun;
     try {
-      const result = await executeChild<typeof AgentRun>('AgentRun', {
-        workflowId: workflowIdFor(input.org, childRunId),
-        taskQueue: input.lanes.agentWorkflows,
-        args: [{ ...template, org: input.org, run_id: childRunId, goal, parent_run_id: input.run_id, seed: { dataset: input.spec!.dataset, case_id: request.case_id } }],
-      });
-      run = { child_run_id: childRunId, status: result.status, ...(result.answer !== undefined ? { answer: result.answer } : {}), ...(result.final_snapshot_id ? { final_snapshot_id: result.final_snapshot_id } : {}) };
+      const result = agentCasesUnderBudget ? await runUnderBudget(input, run, options, raisesAtStart) : await executeChild<typeof AgentRun>('AgentRun', options);
+      caseRun = { child_run_id: childRunId, status: result.status, ...(result.answer !== undefined ? { answer: result.answer } : {}), ...(result.final_snapshot_id ? { final_snapshot_id: result.final_snapshot_id } : {}) };
     } catch (err) {
       if (isCancellation(err) || !(err instanceof ChildWorkflowFailure)) throw err;
-      run = { child_run_id: childRunId, status: 'failed', error: (err.cause?.message ?? err.message).slice(0, 1_000) };
+      caseRun = { child_run_id: childRunId, status: 'failed', error: (err.cause?.message ?? err.message).slice(0, 1_000) };
     }
-    return scoreAgentCase({ ...request, run: { ...run, duration_ms: Date.now() - startedAt } });
+    return scoreAgentCase({ ...request, run: { ...caseRun, duration_ms: Date.now() - startedAt } });
   };
 
   const fanOut = new CancellationScope();
@@ -200,6 +248,12 @@ export async function EvalRun(input: EvalRunInput): Promise<EvalStatus> {
       setStatus('running');
     }
   };
+  // An agent case's run paused on this eval's budget: the eval pauses with it until a raise (which goes
+  // on to the case's run). A refusal under limits raised since is not waited on: the raise is on its way.
+  setHandler(caseBudgetExhaustedSignal, async ({ case_id, limits, shortfall }) => {
+    if (!agentCasesUnderBudget || !sameLimits(limits, run.budget) || run.cancelRequested || isTerminal(run.status)) return;
+    await waitForBudget(case_id, shortfall);
+  });
   const notPaused = () => CancellationScope.nonCancellable(() => condition(() => pausedAt === undefined || run.cancelRequested));
 
   const evaluate = async (caseId: string): Promise<void> => {

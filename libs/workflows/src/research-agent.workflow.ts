@@ -30,6 +30,7 @@ export async function ResearchAgent(input: ResearchInput): Promise<ResearchAnswe
       ],
       tools: [],
       ...(input.budget ? { budget: input.budget } : {}),
+      ...(input.budget_run_id ? { budget_run_id: input.budget_run_id } : {}),
       ...(input.tier ? { tier: input.tier } : {}),
       ...(input.step !== undefined ? { step: input.step } : {}),
       ...(attemptsBefore ? { attempts_before: attemptsBefore } : {}),
