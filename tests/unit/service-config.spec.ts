@@ -70,7 +70,7 @@ const SERVICES: Record<string, Service> = {
     spec: gatewaySpec,
     load: loadGatewayConfig,
     groups: ['lifecycle', 'tracing', 'logging', 'mode', 'profile', 'kafka', 'temporal', 'database', 'objectStore', 'runDefaults', 'modelEndpointNames', 'quotas'],
-    own: ['GATEWAY_PORT', 'GATEWAY_HOST', 'GATEWAY_ALLOWED_HOSTS', 'GATEWAY_TRUST_PROXY', 'GATEWAY_SESSION_IDLE_SECONDS', 'GATEWAY_SESSION_MAX_SECONDS', 'CURSOR_SECRET', 'SSE_KEEPALIVE_SECONDS', 'GATEWAY_SSE_MAX_STREAMS', 'RUN_LAST_EVENTS'],
+    own: ['GATEWAY_PORT', 'GATEWAY_HOST', 'GATEWAY_ALLOWED_HOSTS', 'GATEWAY_TRUST_PROXY', 'GATEWAY_SESSION_IDLE_SECONDS', 'GATEWAY_SESSION_MAX_SECONDS', 'CURSOR_SECRET', 'SSE_KEEPALIVE_SECONDS', 'GATEWAY_SSE_MAX_STREAMS', 'RUN_LAST_EVENTS', 'SNAPSHOT_FILE_MAX_BYTES'],
     bad: ['AGENTRUN_MODE', 'staging'],
   },
   orchestrator: {

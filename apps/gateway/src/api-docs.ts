@@ -20,7 +20,7 @@ const PROBLEM_WHY: Record<number, string> = {
   404: 'no such run, snapshot, archive or trajectory in this org',
   409: 'the run is in a state that refuses this command (closed, exists, wrong kind, still active)',
   410: 'the archive or trajectory was captured but is no longer (whole) in the object store',
-  413: 'the request body is over the size limit',
+  413: 'the request body is over the size limit, or a snapshot file asked for is over SNAPSHOT_FILE_MAX_BYTES (the detail gives its size)',
   415: 'the request body has a charset or encoding JSON cannot have',
   421: 'the Host header names a host this gateway does not answer for (GATEWAY_ALLOWED_HOSTS; in local mode also localhost, 127.0.0.1, [::1])',
   422: 'the workflow refused the command (e.g. a reviewer not listed, a goal change it rejects)',

@@ -62,6 +62,8 @@ export const gatewaySpec = {
    * shares the database pool's reads, so this bounds what one gateway process takes on.
    */
   GATEWAY_SSE_MAX_STREAMS: int(1_000, 1, 1_000_000),
+  /** The largest file GET /runs/{id}/snapshots/{snapshot_id}/files/{path} serves (bytes); a larger one is a 413 naming its size. */
+  SNAPSHOT_FILE_MAX_BYTES: int(10 * 1024 * 1024, 1, 2 * 1024 ** 3),
   /** Events shown with a run by GET /runs/{id}. */
   RUN_LAST_EVENTS: int(20, 1, 500),
 };

@@ -3,7 +3,7 @@ import { ApiOperation, ApiQuery, ApiTags } from '@nestjs/swagger';
 import { RUN_ID_PATTERN, RUN_KINDS, RUN_STATUSES } from '@agentrun/contracts';
 import { storageProblem } from '@agentrun/contracts/validation';
 import { CursorCodec, CursorError, ReadModel, type RunCursor } from '@agentrun/persistence';
-import type { RunDetail, RunsPage } from '@agentrun/contracts';
+import type { RunConversation, RunDetail, RunsPage } from '@agentrun/contracts';
 import { ApiJson, ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
@@ -97,5 +97,18 @@ export class RunsController {
     const run = await this.readModel.getRun(org, requireRunId(id));
     if (!run) throw new ProblemException(404, 'run not found', `no run '${id}' in org ${org}`);
     return { ...run, last_events: (await this.readModel.lastEvents(org, id, this.config.RUN_LAST_EVENTS)).map(publicEvent) };
+  }
+
+  @Get(':id/conversation')
+  @ApiOperation({ summary: "An `llm` agent run's conversation: system, user, assistant, tool calls and tool results, each with its step, from the run's events" })
+  @ApiRunIdParam()
+  @ApiJson(200, 'the messages so far (running runs too), in order', { $ref: '#/components/schemas/RunConversation' })
+  @ApiProblems(404, 409)
+  async conversation(@CurrentOrg() org: string, @Param('id') id: string): Promise<RunConversation> {
+    const run = await this.readModel.getRun(org, requireRunId(id));
+    if (!run) throw new ProblemException(404, 'run not found', `no run '${id}' in org ${org}`);
+    if (run.kind !== 'agent') throw new ProblemException(409, 'no conversation', `run '${id}' is ${run.kind === 'eval' ? 'an eval' : `a ${run.kind} run`}; only agent runs have a conversation`);
+    const answer = run.state?.answer;
+    return { run_id: id, status: run.status, ...(typeof answer === 'string' ? { answer } : {}), messages: await this.readModel.conversation(org, id) };
   }
 }

@@ -1,10 +1,14 @@
-import { Controller, Get, Inject, Param, Res, UseGuards } from '@nestjs/common';
-import { ApiOperation, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { Controller, Get, Inject, Param, Query, Res, UseGuards } from '@nestjs/common';
+import { ApiOperation, ApiParam, ApiQuery, ApiResponse, ApiTags } from '@nestjs/swagger';
+import { basename, extname } from 'node:path';
+import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { concatParts, ObjectNotFound, SegmentUnreadable, trajectoryParts, type ObjectStore } from '@agentrun/archive';
-import { SNAPSHOT_ID_PATTERN, snapshotObjectKeys, trajectorySegmentKey, type SnapshotList } from '@agentrun/contracts';
+import { ArchiveFileNotFound, ArchiveFileTooLarge, ArchiveRefused, BadArchivePath, checkArchivePath, concatParts, listArchive, ObjectNotFound, openArchiveFile, SegmentUnreadable, trajectoryParts, type ObjectStore } from '@agentrun/archive';
+import { SNAPSHOT_ID_PATTERN, snapshotObjectKeys, trajectorySegmentKey, type SnapshotFileList, type SnapshotList } from '@agentrun/contracts';
 import { ReadModel, SnapshotManifest } from '@agentrun/persistence';
+import { PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { Response } from 'express';
+import type { GatewayConfig } from './config';
 import { ApiJson, ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
@@ -26,6 +30,7 @@ export class SnapshotsController {
     private readonly readModel: ReadModel,
     private readonly manifest: SnapshotManifest,
     @Inject(OBJECT_STORE) private readonly store: ObjectStore,
+    @Inject(PLATFORM_CONFIG) private readonly config: GatewayConfig,
   ) {}
 
   /**
@@ -54,21 +59,7 @@ export class SnapshotsController {
   @ApiResponse({ status: 200, description: 'the archive, streamed', content: { 'application/gzip': { schema: { type: 'string', format: 'binary' } } } })
   @ApiProblems(404, 410)
   async archive(@CurrentOrg() org: string, @Param('id') id: string, @Param('snapshotId') snapshotId: string, @Res() res: Response): Promise<void> {
-    await this.requireRun(org, id);
-    if (!snapshotIdRe.test(snapshotId)) throw new ProblemException(400, 'bad snapshot id', `snapshot id must match ${SNAPSHOT_ID_PATTERN}`);
-    const found = await this.manifest.find(org, id, snapshotId);
-    if (!found) throw new ProblemException(404, 'snapshot not found', `run '${id}' has no snapshot '${snapshotId}'`);
-    if (!found.row.bundle_object_url) {
-      throw new ProblemException(404, 'no archive', `snapshot '${snapshotId}' has no archive (${found.row.capture_status}${found.row.capture_reason ? `: ${found.row.capture_reason}` : ''})`);
-    }
-    const key = snapshotObjectKeys(org, id, snapshotId).archive;
-    let body;
-    try {
-      body = await this.store.get(key);
-    } catch (err) {
-      if (err instanceof ObjectNotFound) throw new ProblemException(410, 'archive gone', `the archive of snapshot '${snapshotId}' is no longer in the object store`);
-      throw err;
-    }
+    const { key, body } = await this.archiveOf(org, id, snapshotId);
     const size = (await this.store.stat(key))?.bytes;
     res.status(200);
     res.setHeader('Content-Type', 'application/gzip');
@@ -76,6 +67,58 @@ export class SnapshotsController {
     if (size !== undefined) res.setHeader('Content-Length', String(size));
     // A client that goes away ends the read; nothing else depends on it.
     await pipeline(body, res).catch(() => undefined);
+  }
+
+  /** The archive's entries, a page at a time, read as it streams from the object store (never extracted). */
+  @Get(':snapshotId/files')
+  @ApiOperation({ summary: "A snapshot's workspace files: the archive's entries in archive order, a page at a time" })
+  @ApiRunIdParam()
+  @ApiRunIdParam('snapshotId', 'the snapshot id')
+  @ApiQuery({ name: 'after', required: false, description: "the previous page's `next_after`", schema: { type: 'string', maxLength: 4096 } })
+  @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 200 } })
+  @ApiJson(200, 'a page of entries (path, type, size, mode, mtime, link)', { $ref: '#/components/schemas/SnapshotFileList' })
+  @ApiProblems(404, 410)
+  async files(@CurrentOrg() org: string, @Param('id') id: string, @Param('snapshotId') snapshotId: string, @Query('after') after?: unknown, @Query('limit') limitText?: unknown): Promise<SnapshotFileList> {
+    for (const [name, value] of Object.entries({ after, limit: limitText })) {
+      if (value !== undefined && typeof value !== 'string') throw new ProblemException(400, 'bad query', `${name} may be given once`);
+    }
+    if (typeof after === 'string' && (after.length > 4096 || after.includes('\0'))) throw new ProblemException(400, 'bad after', 'after must be a path of at most 4096 characters, without NUL');
+    const limit = limitText === undefined ? 200 : Number(limitText);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new ProblemException(400, 'bad limit', 'limit must be an integer from 1 to 1000');
+    const { body } = await this.archiveOf(org, id, snapshotId);
+    const page = await this.reading(snapshotId, () => listArchive(body, { limit, ...(typeof after === 'string' ? { after } : {}) }));
+    return { run_id: id, snapshot_id: snapshotId, items: page.entries, ...(page.next_after !== undefined ? { next_after: page.next_after } : {}) };
+  }
+
+  /** One file of the archive, found as the archive streams; past SNAPSHOT_FILE_MAX_BYTES a 413 with its size. */
+  @Get(':snapshotId/files/*path')
+  @ApiOperation({ summary: "One file of a snapshot's workspace, its bytes as they are in the archive" })
+  @ApiRunIdParam()
+  @ApiRunIdParam('snapshotId', 'the snapshot id')
+  @ApiParam({ name: 'path', required: true, description: "the file's path in the workspace (as the file list gives it); no `..`, not absolute, no NUL", schema: { type: 'string' } })
+  @ApiResponse({ status: 200, description: "the file's bytes, with a content type by its extension (text as text/plain; anything else as application/octet-stream)", content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } })
+  @ApiProblems(404, 410, 413)
+  async file(@CurrentOrg() org: string, @Param('id') id: string, @Param('snapshotId') snapshotId: string, @Param('path') pathParam: string[] | string, @Res() res: Response): Promise<void> {
+    const asked = Array.isArray(pathParam) ? pathParam.join('/') : String(pathParam);
+    let path: string;
+    try {
+      path = checkArchivePath(asked);
+    } catch (err) {
+      if (err instanceof BadArchivePath) throw new ProblemException(400, 'bad path', err.message);
+      throw err;
+    }
+    const { body } = await this.archiveOf(org, id, snapshotId);
+    const max = this.config.SNAPSHOT_FILE_MAX_BYTES;
+    const file = await this.reading(snapshotId, () => openArchiveFile(body, path, max));
+    res.status(200);
+    res.setHeader('Content-Type', contentTypeOf(path));
+    res.setHeader('Content-Length', String(file.entry.size));
+    // Workspace files are the agent's output, not ours: never run as a page of the gateway's origin.
+    res.setHeader('X-Content-Type-Options', 'nosniff');
+    res.setHeader('Content-Security-Policy', "sandbox; default-src 'none'");
+    res.setHeader('Content-Disposition', `inline; filename*=UTF-8''${encodeURIComponent(basename(path))}`);
+    // A client that goes away ends the read; nothing else depends on it.
+    await pipeline(Readable.from(file.data), res).catch(() => file.close());
   }
 
   /**
@@ -117,7 +160,47 @@ export class SnapshotsController {
     await pipeline(concatParts(this.store, parts), res).catch(() => undefined);
   }
 
+  /** The snapshot's archive as it streams from the object store: the run and snapshot in this org, or a 404/410. */
+  private async archiveOf(org: string, id: string, snapshotId: string): Promise<{ key: string; body: Readable }> {
+    await this.requireRun(org, id);
+    if (!snapshotIdRe.test(snapshotId)) throw new ProblemException(400, 'bad snapshot id', `snapshot id must match ${SNAPSHOT_ID_PATTERN}`);
+    const found = await this.manifest.find(org, id, snapshotId);
+    if (!found) throw new ProblemException(404, 'snapshot not found', `run '${id}' has no snapshot '${snapshotId}'`);
+    if (!found.row.bundle_object_url) {
+      throw new ProblemException(404, 'no archive', `snapshot '${snapshotId}' has no archive (${found.row.capture_status}${found.row.capture_reason ? `: ${found.row.capture_reason}` : ''})`);
+    }
+    const key = snapshotObjectKeys(org, id, snapshotId).archive;
+    try {
+      return { key, body: await this.store.get(key) };
+    } catch (err) {
+      if (err instanceof ObjectNotFound) throw new ProblemException(410, 'archive gone', `the archive of snapshot '${snapshotId}' is no longer in the object store`);
+      throw err;
+    }
+  }
+
+  /** Reads an archive, answering what it says of itself as problems: no such file, too large, unreadable. */
+  private async reading<T>(snapshotId: string, read: () => Promise<T>): Promise<T> {
+    try {
+      return await read();
+    } catch (err) {
+      if (err instanceof ArchiveFileNotFound) throw new ProblemException(404, 'file not found', `snapshot '${snapshotId}': ${err.message}`);
+      if (err instanceof ArchiveFileTooLarge) throw new ProblemException(413, 'file too large', `${err.message} (SNAPSHOT_FILE_MAX_BYTES); download the archive instead`, { size: err.size, max_bytes: err.max });
+      if (err instanceof ArchiveRefused) throw new ProblemException(410, 'archive unreadable', `the archive of snapshot '${snapshotId}' cannot be read: ${err.message}`);
+      throw err;
+    }
+  }
+
   private async requireRun(org: string, id: string): Promise<void> {
     if (!(await this.readModel.getRun(org, requireRunId(id)))) throw new ProblemException(404, 'run not found', `no run '${id}' in org ${org}`);
   }
+}
+
+/** Text as text/plain (HTML and SVG too: shown, never rendered), a few binary kinds as themselves, the rest as bytes. */
+const TEXT_EXTENSIONS = new Set(['.txt', '.md', '.log', '.py', '.ts', '.tsx', '.js', '.jsx', '.mjs', '.cjs', '.css', '.html', '.htm', '.svg', '.xml', '.yaml', '.yml', '.toml', '.ini', '.cfg', '.sh', '.csv', '.tsv', '.rs', '.go', '.java', '.c', '.h', '.cpp', '.rb', '.sql', '.diff', '.patch']);
+const BINARY_TYPES: Record<string, string> = { '.json': 'application/json', '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp', '.pdf': 'application/pdf', '.gz': 'application/gzip', '.zip': 'application/zip' };
+
+function contentTypeOf(path: string): string {
+  const ext = extname(path).toLowerCase();
+  if (TEXT_EXTENSIONS.has(ext) || ext === '' && /^(readme|license|makefile|dockerfile)$/i.test(basename(path))) return 'text/plain; charset=utf-8';
+  return BINARY_TYPES[ext] ?? 'application/octet-stream';
 }

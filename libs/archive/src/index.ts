@@ -13,4 +13,5 @@ export * from './local-object-store';
 export * from './s3-object-store';
 export * from './object-store-config';
 export { ByteCounter } from './byte-counter';
+export * from './archive-view';
 export * from './segments';

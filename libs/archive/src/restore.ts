@@ -2,34 +2,11 @@ import { randomBytes } from 'node:crypto';
 import { constants } from 'node:fs';
 import { link, lstat, lutimes, mkdir, open, readdir, rename, rm, symlink, unlink, chmod, utimes } from 'node:fs/promises';
 import { basename, dirname, join, resolve } from 'node:path';
-import { pipeline, type Readable } from 'node:stream';
-import { createGunzip } from 'node:zlib';
-import { BLOCK, HeaderError, decodeHeader, isZeroBlock, padding, parsePaxRecords, readString } from './tar-header';
+import type { Readable } from 'node:stream';
+import { ArchiveRefused } from './refusal';
+import { TarReader, type TarEntry } from './tar-reader';
 
-export type RefusalReason =
-  | 'absolute_path'
-  | 'path_escape'
-  | 'link_escape'
-  | 'through_link'
-  | 'device_file'
-  | 'setuid'
-  | 'too_large'
-  | 'too_many_entries'
-  | 'too_much_metadata'
-  | 'corrupt'
-  | 'unsupported_entry';
-
-/** An archive we will not restore, with a machine-readable reason and the entry that caused it. */
-export class ArchiveRefused extends Error {
-  constructor(
-    readonly reason: RefusalReason,
-    readonly entry: string,
-    detail: string,
-  ) {
-    super(`archive refused (${reason})${entry ? ` at '${entry}'` : ''}: ${detail}`);
-    this.name = 'ArchiveRefused';
-  }
-}
+export { ArchiveRefused, type RefusalReason } from './refusal';
 
 export interface RestoreOptions {
   /** Total bytes of file data; default 2 GiB. */
@@ -49,22 +26,6 @@ export interface RestoreSummary {
 
 export const DEFAULT_RESTORE_MAX_BYTES = 2 * 1024 ** 3;
 export const DEFAULT_RESTORE_MAX_ENTRIES = 100_000;
-
-/**
- * Most pax and GNU long-name data we read for one entry, all its headers together: what applies to an
- * entry is held in memory until the entry comes, so this bounds that memory (a flood of headers before
- * one entry is refused at the cap, not accumulated). Real ones are a few hundred bytes; a long path or
- * link target a few KiB; extended attributes rarely more than 64 KiB.
- */
-const MAX_ENTRY_META_BYTES = 1024 * 1024;
-/**
- * Most pax and GNU long-name data we read in the whole archive, so the work of parsing it stays bounded
- * too. GNU tar --format=posix writes about 100 bytes for every entry (mtime, atime, ctime), so even the
- * default maxEntries of 100,000 uses a sixth of it.
- */
-const MAX_TOTAL_META_BYTES = 64 * 1024 * 1024;
-/** Slack allowed past the end-of-archive blocks: tar writers pad to their record size (GNU: 10 KiB). */
-const MAX_TRAILING_BYTES = 16 * 1024 * 1024;
 
 /**
  * Restores a .tar.gz (ours or any gzip'd tar: GNU, pax, ustar) into `targetDir`, which must be absent
@@ -90,29 +51,17 @@ export async function restoreArchive(source: Readable, targetDir: string, option
   const staging = join(dirname(target), `.${basename(target)}.restore-${randomBytes(6).toString('hex')}`);
   await mkdir(staging);
 
-  // The pipeline forwards an error of `source` (a dropped S3 download, say) to the iteration below.
-  const tar = pipeline(source, createGunzip({ chunkSize: 1024 * 1024 }), () => {});
-  const iterator = tar[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
   // Headers and padding stay well under 4 KiB per entry; past this budget the stream is not a tar we want.
-  const input = new TarInput(iterator, limits.maxBytes + limits.maxEntries * 4096 + MAX_TRAILING_BYTES);
+  const reader = new TarReader(source, { maxEntries: limits.maxEntries, maxStreamBytes: limits.maxBytes + limits.maxEntries * 4096 });
   try {
-    const summary = await new Extraction(staging, input, limits).run();
+    const summary = await new Extraction(staging, reader, limits).run();
     await moveInto(staging, target);
     return summary;
   } catch (err) {
-    tar.destroy();
+    reader.close();
     await rm(staging, { recursive: true, force: true }).catch(() => undefined);
-    throw asRefusal(err, input.entry);
+    throw reader.refusalOf(err);
   }
-}
-
-/** Decompression failures and malformed headers are a corrupt archive; anything else (I/O, the source) is itself. */
-function asRefusal(err: unknown, entry: string): unknown {
-  if (err instanceof ArchiveRefused) return err;
-  if (err instanceof HeaderError) return new ArchiveRefused('corrupt', entry, err.message);
-  const code = (err as NodeJS.ErrnoException).code;
-  if (typeof code === 'string' && code.startsWith('Z_')) return new ArchiveRefused('corrupt', entry, `gzip: ${(err as Error).message}`);
-  return err;
 }
 
 async function assertEmptyOrAbsent(target: string): Promise<void> {
@@ -137,69 +86,7 @@ async function moveInto(staging: string, target: string): Promise<void> {
   }
 }
 
-/** Pulls the decompressed tar stream in blocks and slices without copying where it can. */
-class TarInput {
-  /** The entry being read, for error messages. */
-  entry = '';
-  private chunk: Buffer = Buffer.alloc(0);
-  private pos = 0;
-  private total = 0;
-
-  constructor(
-    private readonly iterator: AsyncIterator<Buffer>,
-    private readonly budget: number,
-  ) {}
-
-  /** Up to `max` bytes as they arrive; undefined at the end of the stream. */
-  async some(max: number): Promise<Buffer | undefined> {
-    while (this.pos >= this.chunk.length) {
-      const next = await this.iterator.next();
-      if (next.done) return undefined;
-      this.chunk = next.value;
-      this.pos = 0;
-      this.total += next.value.length;
-      if (this.total > this.budget) throw new ArchiveRefused('too_large', this.entry, `more than ${this.budget} bytes of tar stream`);
-    }
-    const n = Math.min(max, this.chunk.length - this.pos);
-    const out = this.chunk.subarray(this.pos, this.pos + n);
-    this.pos += n;
-    return out;
-  }
-
-  /** Exactly `n` bytes; undefined when the stream ends before the first of them. */
-  async exact(n: number): Promise<Buffer | undefined> {
-    const first = await this.some(n);
-    if (first === undefined || first.length === n) return first;
-    const parts = [first];
-    for (let have = first.length; have < n; ) {
-      const part = await this.some(n - have);
-      if (part === undefined) throw this.truncated();
-      parts.push(part);
-      have += part.length;
-    }
-    return Buffer.concat(parts, n);
-  }
-
-  async skip(n: number): Promise<void> {
-    for (let left = n; left > 0; ) {
-      const part = await this.some(left);
-      if (part === undefined) throw this.truncated();
-      left -= part.length;
-    }
-  }
-
-  truncated(): ArchiveRefused {
-    return new ArchiveRefused('corrupt', this.entry, 'archive is truncated');
-  }
-}
-
 type Kind = 'file' | 'dir' | 'symlink';
-
-interface PendingMeta {
-  pax: Map<string, string>;
-  longName?: string;
-  longLink?: string;
-}
 
 class Extraction {
   private readonly summary: RestoreSummary = { files: 0, dirs: 0, symlinks: 0, bytes: 0 };
@@ -209,82 +96,22 @@ class Extraction {
   /** Directories' final mode and mtime, applied once everything beneath them is written. */
   private readonly dirAttributes = new Map<string, { mode: number; mtime: number }>();
   private readonly madeDirs = new Set<string>(['']);
-  /** Metadata header bytes read since the last entry, and in the whole archive. */
-  private entryMetaBytes = 0;
-  private totalMetaBytes = 0;
 
   constructor(
     private readonly root: string,
-    private readonly input: TarInput,
+    private readonly reader: TarReader,
     private readonly limits: Required<RestoreOptions>,
   ) {}
 
   async run(): Promise<RestoreSummary> {
-    let meta: PendingMeta = { pax: new Map() };
-    for (;;) {
-      const block = await this.input.exact(BLOCK);
-      if (block === undefined) throw new ArchiveRefused('corrupt', this.input.entry, 'archive ends without its end-of-archive blocks');
-      if (isZeroBlock(block)) break;
-      const header = decodeHeader(block);
-
-      // Headers that describe the next entry rather than being one.
-      if (header.typeflag === 'x') {
-        for (const [k, v] of parsePaxRecords(await this.meta(header.size))) meta.pax.set(k, v);
-        continue;
-      }
-      if (header.typeflag === 'g') {
-        // Global pax defaults (charset, comment, ...): nothing in them changes how we restore.
-        await this.meta(header.size);
-        continue;
-      }
-      if (header.typeflag === 'L' || header.typeflag === 'K') {
-        const data = await this.meta(header.size);
-        const value = readString(data, 0, data.length);
-        if (header.typeflag === 'L') meta.longName = value;
-        else meta.longLink = value;
-        continue;
-      }
-
-      const name = meta.pax.get('path') ?? meta.longName ?? header.name;
-      const linkname = meta.pax.get('linkpath') ?? meta.longLink ?? header.linkname;
-      const size = meta.pax.has('size') ? paxInteger(meta.pax.get('size')!, 'size', name) : header.size;
-      const mtime = meta.pax.has('mtime') ? paxMtime(meta.pax.get('mtime')!, name) : header.mtime;
-      meta = { pax: new Map() };
-      this.entryMetaBytes = 0;
-      this.input.entry = name;
-
-      if (++this.entries > this.limits.maxEntries) {
-        throw new ArchiveRefused('too_many_entries', name, `more than ${this.limits.maxEntries} entries`);
-      }
-      await this.entry({ name, linkname, size, mtime, mode: header.mode, typeflag: header.typeflag });
-    }
+    for (let e = await this.reader.next(); e !== undefined; e = await this.reader.next()) await this.entry(e);
     // Read to the end so gunzip checks the CRC and length in its trailer before anything is kept.
-    while ((await this.input.some(BLOCK * 128)) !== undefined);
+    await this.reader.end();
     await this.applyDirectoryAttributes();
     return this.summary;
   }
 
-  /** One metadata header's data, checked against both caps before any of it is read. */
-  private async meta(size: number): Promise<Buffer> {
-    if (this.entryMetaBytes + size > MAX_ENTRY_META_BYTES) {
-      throw new ArchiveRefused(
-        'too_much_metadata',
-        this.input.entry,
-        `extended header of ${size} bytes after ${this.entryMetaBytes} for the same entry; at most ${MAX_ENTRY_META_BYTES} per entry`,
-      );
-    }
-    if (this.totalMetaBytes + size > MAX_TOTAL_META_BYTES) {
-      throw new ArchiveRefused('too_much_metadata', this.input.entry, `more than ${MAX_TOTAL_META_BYTES} bytes of extended headers in the archive`);
-    }
-    this.entryMetaBytes += size;
-    this.totalMetaBytes += size;
-    const data = size === 0 ? Buffer.alloc(0) : await this.input.exact(size);
-    if (data === undefined) throw this.input.truncated();
-    await this.input.skip(padding(size));
-    return data;
-  }
-
-  private async entry(e: { name: string; linkname: string; size: number; mtime: number; mode: number; typeflag: string }): Promise<void> {
+  private async entry(e: TarEntry): Promise<void> {
     const { name, typeflag } = e;
     const kind = kindOf(typeflag, name);
     if (e.mode & 0o6000) throw new ArchiveRefused('setuid', name, `mode ${(e.mode & 0o7777).toString(8)} has setuid/setgid`);
@@ -295,7 +122,7 @@ class Extraction {
       // `./` itself (GNU tar -C dir .): its mode and mtime become the target's.
       if (kind !== 'dir') throw new ArchiveRefused('unsupported_entry', name, 'a non-directory entry names the archive root');
       this.dirAttributes.set('', { mode: e.mode & 0o777, mtime: e.mtime });
-      return this.input.skip(e.size + padding(e.size));
+      return;
     }
     this.checkParents(parts, name);
     const full = join(this.root, ...parts);
@@ -307,7 +134,7 @@ class Extraction {
           throw new ArchiveRefused('too_large', name, `more than ${this.limits.maxBytes} bytes of file data`);
         }
         await this.clear(full, name);
-        await this.writeFile(full, e.size, e.mode & 0o777, e.mtime);
+        await this.writeFile(full, e.mode & 0o777, e.mtime);
         this.kinds.set(path, 'file');
         this.summary.files++;
         this.summary.bytes += e.size;
@@ -320,7 +147,7 @@ class Extraction {
         await link(join(this.root, targetPath), full);
         this.kinds.set(path, 'file');
         this.summary.files++;
-        return this.input.skip(e.size + padding(e.size));
+        return;
       }
       case 'symlink': {
         checkSymlinkTarget(e.linkname, parts, name);
@@ -329,7 +156,7 @@ class Extraction {
         await lutimes(full, e.mtime, e.mtime);
         this.kinds.set(path, 'symlink');
         this.summary.symlinks++;
-        return this.input.skip(e.size + padding(e.size));
+        return;
       }
       case 'dir': {
         const existing = await lstatOrUndefined(full);
@@ -342,7 +169,7 @@ class Extraction {
         this.kinds.set(path, 'dir');
         this.dirAttributes.set(path, { mode: e.mode & 0o777, mtime: e.mtime });
         this.summary.dirs++;
-        return this.input.skip(e.size + padding(e.size));
+        return;
       }
     }
   }
@@ -392,22 +219,18 @@ class Extraction {
     return path;
   }
 
-  private async writeFile(full: string, size: number, mode: number, mtime: number): Promise<void> {
+  private async writeFile(full: string, mode: number, mtime: number): Promise<void> {
     // O_EXCL | O_NOFOLLOW: whatever was at the path is gone (clear), so this creates, never follows.
     const file = await open(full, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600);
     try {
-      for (let left = size; left > 0; ) {
-        const chunk = await this.input.some(left);
-        if (chunk === undefined) throw this.input.truncated();
+      for await (const chunk of this.reader.data()) {
         for (let off = 0; off < chunk.length; ) off += (await file.write(chunk, off)).bytesWritten;
-        left -= chunk.length;
       }
       await file.chmod(mode);
       await file.utimes(mtime, mtime);
     } finally {
       await file.close();
     }
-    await this.input.skip(padding(size));
   }
 
   /** Deepest first, so setting a directory's mtime is the last change inside its parent. */
@@ -465,17 +288,6 @@ function checkSymlinkTarget(linkname: string, parts: string[], name: string): vo
     else ups++;
   }
   if (ups > parts.length - 1) throw new ArchiveRefused('link_escape', name, `link target '${linkname}' leaves the tree`);
-}
-
-function paxInteger(value: string, what: string, name: string): number {
-  if (!/^\d+$/.test(value) || !Number.isSafeInteger(Number(value))) throw new ArchiveRefused('corrupt', name, `bad pax ${what} '${value}'`);
-  return Number(value);
-}
-
-function paxMtime(value: string, name: string): number {
-  const n = Number(value);
-  if (value.trim() === '' || !Number.isFinite(n)) throw new ArchiveRefused('corrupt', name, `bad pax mtime '${value}'`);
-  return Math.floor(n);
 }
 
 function depth(path: string): number {

@@ -1,7 +1,7 @@
 import { Type, type Static } from '@sinclair/typebox';
 import { RUN_KINDS } from './commands';
-import { CASE_RESULT_SCHEMA, RUN_EVENT_SCHEMA, SNAPSHOT_ROW_SCHEMA, type RunEventEnvelope, type RunStateView } from './events';
-import { RUN_ID_PATTERN } from './names';
+import { CASE_RESULT_SCHEMA, CONVERSATION_MESSAGE_SCHEMA, RUN_EVENT_SCHEMA, SNAPSHOT_ROW_SCHEMA, type RunEventEnvelope, type RunStateView } from './events';
+import { RUN_ID_PATTERN, SNAPSHOT_ID_PATTERN } from './names';
 import { OUTCOMES, REJECTION_REASONS } from './outcomes';
 import { AnyObject, Embedded, StringEnum } from './schema';
 import { RUN_STATUSES } from './statuses';
@@ -115,6 +115,48 @@ export const SNAPSHOT_LIST_SCHEMA = Type.Object(
   { $id: 'https://agentrun.dev/schemas/snapshot-list.v1.json', title: 'SnapshotList' },
 );
 export type SnapshotList = Static<typeof SNAPSHOT_LIST_SCHEMA>;
+
+/** `GET /runs/{id}/conversation`: an `llm` agent run's messages, from its events, each with the step that added it. */
+export const RUN_CONVERSATION_SCHEMA = Type.Object(
+  {
+    run_id: Type.String({ pattern: RUN_ID_PATTERN }),
+    status: StringEnum(RUN_STATUSES),
+    /** The run's answer, once it ended with one. */
+    answer: Type.Optional(Type.String()),
+    messages: Type.Array(Type.Composite([Type.Object({ step: Type.Integer({ minimum: 0 }) }), CONVERSATION_MESSAGE_SCHEMA])),
+  },
+  { $id: 'https://agentrun.dev/schemas/run-conversation.v1.json', title: 'RunConversation' },
+);
+export type RunConversation = Static<typeof RUN_CONVERSATION_SCHEMA>;
+
+/** What an entry of a snapshot's workspace archive is. */
+export const SNAPSHOT_FILE_TYPES = ['file', 'dir', 'symlink', 'hardlink', 'other'] as const;
+
+/** `GET /runs/{id}/snapshots/{snapshot_id}/files`: a page of the archive's entries, in archive order. */
+export const SNAPSHOT_FILE_LIST_SCHEMA = Type.Object(
+  {
+    run_id: Type.String({ pattern: RUN_ID_PATTERN }),
+    snapshot_id: Type.String({ pattern: SNAPSHOT_ID_PATTERN }),
+    items: Type.Array(
+      Type.Object({
+        /** As the archive names it, relative to the workspace, without `./` or a directory's trailing `/`. */
+        path: Type.String({ minLength: 1 }),
+        type: StringEnum(SNAPSHOT_FILE_TYPES),
+        /** A file's bytes (0 for the other types). */
+        size: Type.Integer({ minimum: 0 }),
+        /** Permission bits as stored (e.g. 420 for 0644). */
+        mode: Type.Integer({ minimum: 0 }),
+        mtime: Type.String({ format: 'date-time' }),
+        /** A link's target. */
+        link: Type.Optional(Type.String()),
+      }),
+    ),
+    /** The `after` of the next page; absent on the last page. */
+    next_after: Type.Optional(Type.String()),
+  },
+  { $id: 'https://agentrun.dev/schemas/snapshot-file-list.v1.json', title: 'SnapshotFileList' },
+);
+export type SnapshotFileList = Static<typeof SNAPSHOT_FILE_LIST_SCHEMA>;
 
 /** `POST /session`: trades an API token for the session cookie (answers 204). */
 export const SESSION_REQUEST_SCHEMA = Type.Object({ token: Type.String() }, { additionalProperties: false, title: 'SessionRequest' });

@@ -27,6 +27,21 @@ export function isRunEventType(type: string): type is RunEventType {
   return (RUN_EVENT_TYPES as readonly string[]).includes(type);
 }
 
+/** One message of an `llm` run's conversation, as `step_completed` carries it (`messages`). */
+export const CONVERSATION_MESSAGE_SCHEMA = Type.Object({
+  role: StringEnum(['system', 'user', 'assistant', 'tool'] as const),
+  content: Type.Union([Type.String({ maxLength: 8_000 }), Type.Null()]),
+  /** An assistant's tool calls: each call's id, tool and arguments (a JSON text, as the model wrote it). */
+  tool_calls: Type.Optional(
+    Type.Array(Type.Object({ id: Type.String(), type: Type.Literal('function'), function: Type.Object({ name: Type.String(), arguments: Type.String({ maxLength: 8_000 }) }) })),
+  ),
+  /** A tool result's call id. */
+  tool_call_id: Type.Optional(Type.String()),
+  /** A text was longer than 8,000 characters and is cut there. */
+  truncated: Type.Optional(Type.Literal(true)),
+});
+export type ConversationMessage = Static<typeof CONVERSATION_MESSAGE_SCHEMA>;
+
 /** One model call's tokens and cost, as `step_completed` reports it (`usage`). */
 export const MODEL_CALL_USAGE_SCHEMA = Type.Object({
   /** The model the call was priced as: the requested model's name. */
@@ -242,6 +257,11 @@ export const RUN_EVENT_FIELDS = {
     output: Type.String({ maxLength: 2_000 }),
     /** A model call's tokens and cost (`llm` steps, and `research` steps: the child's call); absent on a reply a fork reused from its parent. */
     usage: Type.Optional(MODEL_CALL_USAGE_SCHEMA),
+    /**
+     * An `llm` run's conversation messages added since the previous step said (at a run's or a fork's
+     * first step, the system prompt and the goal too): the conversation is these, in seq order.
+     */
+    messages: Type.Optional(Type.Array(CONVERSATION_MESSAGE_SCHEMA)),
   }),
   tool_called: Type.Object(
     { tool: Type.Optional(Type.String()), lane: Type.Optional(Type.String()) },

@@ -1,4 +1,4 @@
-import { RUN_STATUSES, TERMINAL_STATUSES, type RunEventEnvelope, type RunKind, type RunStateView, type RunStatus, type RunSummary, type SnapshotRow, type UsageGroup, type UsageTotals } from '@agentrun/contracts';
+import { RUN_STATUSES, TERMINAL_STATUSES, type ConversationMessage, type RunEventEnvelope, type RunKind, type RunStateView, type RunStatus, type RunSummary, type SnapshotRow, type UsageGroup, type UsageTotals } from '@agentrun/contracts';
 import type { DataSource } from 'typeorm';
 import type { RunCursor } from './cursor';
 
@@ -122,6 +122,21 @@ export class ReadModel {
       [org, runId, count],
     );
     return rows.map((r) => r.event).reverse();
+  }
+
+  /**
+   * An `llm` run's conversation as its applied `step_completed` events carried it (`messages`), in seq
+   * order, each message with the step that added it. Read from the events, so it outlives the workflow.
+   */
+  async conversation(org: string, runId: string): Promise<(ConversationMessage & { step: number })[]> {
+    const rows: { step: number; messages: ConversationMessage[] }[] = await this.db.query(
+      `SELECT (event->'payload'->>'step')::int AS step, event->'payload'->'messages' AS messages FROM run_events
+        WHERE org = $1 AND run_id = $2 AND type = 'step_completed' AND event->'payload' ? 'messages'
+          AND seq <= (SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2)
+        ORDER BY seq`,
+      [org, runId],
+    );
+    return rows.flatMap((r) => r.messages.map((m) => ({ step: r.step, ...m })));
   }
 
   /** Applied events after `seq`, in order, up to `limit`, as streams send them. Callers send only the contiguous prefix. */

@@ -35,6 +35,8 @@ export class AgentLoopState {
   status: AgentStatus;
   duplicatesSuppressed: number;
   conversation: Conversation;
+  /** Messages of the conversation already carried by a `step_completed` event (a carried conversation's all were). */
+  conversationShown: number;
   executionStartedAtStep: number;
   paused: boolean;
   cancelRequested = false;
@@ -83,6 +85,7 @@ export class AgentLoopState {
     this.paused = this.status === 'paused';
     this.children = [...(carry.children ?? [])];
     this.conversation = carry.conversation ?? startConversation(this.goal);
+    this.conversationShown = input.carry?.conversation ? this.conversation.messages.length : 0;
     this.reusable = new Set(carry.reusable_keys ?? []);
     this.firstSeq = carry.seq;
     this.researchEvery = input.research_every ?? DEFAULT_RESEARCH_EVERY;

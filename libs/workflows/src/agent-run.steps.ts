@@ -1,6 +1,6 @@
 import { ActivityFailure, ApplicationFailure, executeChild, patched, proxyActivities, TimeoutFailure, upsertSearchAttributes } from '@temporalio/workflow';
 import { TOOL_NAMES } from '@agentrun/contracts';
-import type { AgentActivities, AgentRunInput, ModelCall, ModelReply, ResearchAnswer, ToolCall, ToolResult, ToolTimeouts, WorkspacePlacement } from './agent-run.types';
+import type { AgentActivities, AgentRunInput, ChatTurn, ModelCall, ModelReply, ResearchAnswer, ToolCall, ToolResult, ToolTimeouts, WorkspacePlacement } from './agent-run.types';
 import type { Step } from './agent-run.plan';
 import type { AgentLoopState, StepOutcome } from './agent-run.state';
 import { applyReply, applyToolResult } from './conversation';
@@ -279,7 +279,20 @@ export class StepExecutor {
       duplicate: done.duplicate,
       output: done.output.slice(0, 2_000),
       ...(done.usage ? { usage: done.usage } : {}),
+      ...this.newMessages(),
     });
+  }
+
+  /**
+   * The `llm` conversation's messages since the last step said (all of them at a run's or a fork's first
+   * step), so the conversation can be read back from the run's events alone. Each text is bounded.
+   */
+  private newMessages(): { messages?: ChatTurnShown[] } {
+    const { run } = this;
+    if (this.input.policy !== 'llm') return {};
+    const added = run.conversation.messages.slice(run.conversationShown);
+    run.conversationShown = run.conversation.messages.length;
+    return added.length ? { messages: added.map(shownTurn) } : {};
   }
 
   private lane(next: ToolStep): AgentActivities {
@@ -365,4 +378,24 @@ export class StepExecutor {
 /** What a model call cost this run: its usage, unless the reply was a fork's reuse of its parent's. */
 function spent(reply: ModelReply): { usage?: ModelReply['usage'] } {
   return reply.usage && !reply.reused ? { usage: reply.usage } : {};
+}
+
+/** A conversation message as a run event carries it: texts over `MESSAGE_TEXT_MAX` cut, and marked. */
+export type ChatTurnShown = ChatTurn & { truncated?: true };
+const MESSAGE_TEXT_MAX = 8_000;
+
+function shownTurn(turn: ChatTurn): ChatTurnShown {
+  let truncated = false;
+  const cut = (text: string) => {
+    if (text.length <= MESSAGE_TEXT_MAX) return text;
+    truncated = true;
+    return text.slice(0, MESSAGE_TEXT_MAX);
+  };
+  const shown: ChatTurnShown = {
+    role: turn.role,
+    content: turn.content === null ? null : cut(turn.content),
+    ...(turn.tool_calls ? { tool_calls: turn.tool_calls.map((c) => ({ ...c, function: { name: c.function.name, arguments: cut(c.function.arguments) } })) } : {}),
+    ...(turn.tool_call_id ? { tool_call_id: turn.tool_call_id } : {}),
+  };
+  return truncated ? { ...shown, truncated: true } : shown;
 }

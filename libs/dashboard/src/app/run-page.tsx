@@ -8,6 +8,7 @@ import { CompareEvals } from './eval-compare';
 import { justStarted, runHref, runsHref } from './router';
 import { agentGauge, describeEvent, EventLog, evalSummary, isTerminalStatus, LiveReply, stepDurations, type CaseCell, type EvalSummary } from './run-view';
 import { Snapshots } from './snapshots';
+import { Transcript } from './conversation';
 import { followRun, type StreamStatus } from './stream';
 import { clockTime, formatTime, Link, StatusBadge } from './ui';
 
@@ -165,6 +166,7 @@ export function RunPage({ runId }: { runId: string }) {
         ) : null}
       </div>
       {kind === 'agent' && <LiveAnswer reply={reply.current()} events={events} />}
+      {kind === 'agent' && <Transcript runId={runId} events={events} />}
       {kind === 'eval' && evalView && <CaseGrid view={evalView} />}
       {kind === 'eval' && evalView && <CaseResults runId={runId} finished={evalView.done} />}
       {kind === 'eval' && evalView && <CompareEvals runId={runId} datasetId={evalView.dataset_id} />}

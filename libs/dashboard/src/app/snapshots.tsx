@@ -3,6 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, errorText, getJson, runPath, saveDownload } from './api';
 import { useCommand } from './controls';
 import { runHref } from './router';
+import { SnapshotFiles } from './snapshot-files';
 import { mergeSnapshots, type SnapshotRow } from './run-view';
 import { formatTime, OutcomeLine, type Outcome } from './ui';
 
@@ -18,6 +19,7 @@ export function Snapshots({ runId, events }: { runId: string; events: RunEvent[]
   const [selected, setSelected] = useState('');
   const [goal, setGoal] = useState('');
   const [download, setDownload] = useState<Outcome>();
+  const [browsing, setBrowsing] = useState<string>();
   const fork = useCommand();
   const goalInput = useRef<HTMLInputElement>(null);
   const captured = events.filter((e) => e.type === 'snapshot_captured').length;
@@ -86,6 +88,9 @@ export function Snapshots({ runId, events }: { runId: string; events: RunEvent[]
                 </td>
                 <td>{row.bundle_object_url ? size(row.bytes) || 'yes' : 'none'}</td>
                 <td class="actions">
+                  <button type="button" class="secondary" disabled={!usable(row)} onClick={() => setBrowsing(row.snapshot_id)} aria-label={`Browse the files of ${row.snapshot_id}`}>
+                    Files
+                  </button>
                   <button type="button" class="secondary" disabled={!usable(row)} onClick={() => void save(row)} aria-label={`Download the archive of ${row.snapshot_id}`}>
                     Download
                   </button>
@@ -108,6 +113,7 @@ export function Snapshots({ runId, events }: { runId: string; events: RunEvent[]
         </table>
       )}
       <OutcomeLine outcome={download} testId="outcome-download" />
+      {browsing && <SnapshotFiles runId={runId} snapshotId={browsing} onClose={() => setBrowsing(undefined)} />}
       {forkable.length > 0 && (
         <form
           class="fork"
