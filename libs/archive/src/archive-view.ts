@@ -1,6 +1,6 @@
 import type { Readable } from 'node:stream';
 import { ArchiveRefused } from './refusal';
-import { TarReader, type TarEntry } from './tar-reader';
+import { entryTypeOf, TarReader, type TarEntry } from './tar-reader';
 import { DEFAULT_RESTORE_MAX_BYTES, DEFAULT_RESTORE_MAX_ENTRIES } from './restore';
 
 /** What an entry of an archive is. */
@@ -66,20 +66,8 @@ export function checkArchivePath(path: string): string {
 }
 
 function typeOf(typeflag: string): ArchiveEntryType {
-  switch (typeflag) {
-    case '0':
-    case '\0':
-    case '7':
-      return 'file';
-    case '1':
-      return 'hardlink';
-    case '2':
-      return 'symlink';
-    case '5':
-      return 'dir';
-    default:
-      return 'other';
-  }
+  const type = entryTypeOf(typeflag);
+  return type === 'device' || type === 'fifo' ? 'other' : type;
 }
 
 function entryOf(e: TarEntry, path: string): ArchiveEntry {

@@ -4,7 +4,7 @@ import { link, lstat, lutimes, mkdir, open, readdir, rename, rm, symlink, unlink
 import { basename, dirname, join, resolve } from 'node:path';
 import type { Readable } from 'node:stream';
 import { ArchiveRefused } from './refusal';
-import { TarReader, type TarEntry } from './tar-reader';
+import { entryTypeOf, TarReader, type TarEntry } from './tar-reader';
 
 export { ArchiveRefused, type RefusalReason } from './refusal';
 
@@ -248,25 +248,11 @@ class Extraction {
 type EntryKind = 'file' | 'hardlink' | 'symlink' | 'dir';
 
 function kindOf(typeflag: string, name: string): EntryKind {
-  switch (typeflag) {
-    case '0':
-    case '\0':
-    case '7': // contiguous file: a regular file everywhere that matters
-      return 'file';
-    case '1':
-      return 'hardlink';
-    case '2':
-      return 'symlink';
-    case '5':
-      return 'dir';
-    case '3':
-    case '4':
-      throw new ArchiveRefused('device_file', name, 'device file');
-    case '6':
-      throw new ArchiveRefused('device_file', name, 'fifo');
-    default:
-      throw new ArchiveRefused('unsupported_entry', name, `entry type '${typeflag === '\0' ? '\\0' : typeflag}'`);
-  }
+  const type = entryTypeOf(typeflag);
+  if (type === 'device') throw new ArchiveRefused('device_file', name, 'device file');
+  if (type === 'fifo') throw new ArchiveRefused('device_file', name, 'fifo');
+  if (type === 'other') throw new ArchiveRefused('unsupported_entry', name, `entry type '${typeflag === '\0' ? '\\0' : typeflag}'`);
+  return type;
 }
 
 /**

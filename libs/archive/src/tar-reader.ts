@@ -227,3 +227,28 @@ function paxMtime(value: string, name: string): number {
   if (value.trim() === '' || !Number.isFinite(n)) throw new ArchiveRefused('corrupt', name, `bad pax mtime '${value}'`);
   return Math.floor(n);
 }
+
+/** What a tar typeflag makes an entry; `other` is anything else (GNU sparse or volume headers, say). */
+export type TarEntryType = 'file' | 'hardlink' | 'symlink' | 'dir' | 'device' | 'fifo' | 'other';
+
+export function entryTypeOf(typeflag: string): TarEntryType {
+  switch (typeflag) {
+    case '0':
+    case '\0':
+    case '7': // contiguous file: a regular file everywhere that matters
+      return 'file';
+    case '1':
+      return 'hardlink';
+    case '2':
+      return 'symlink';
+    case '5':
+      return 'dir';
+    case '3':
+    case '4':
+      return 'device';
+    case '6':
+      return 'fifo';
+    default:
+      return 'other';
+  }
+}
