@@ -104,7 +104,7 @@ describe('the dashboard in Chromium', () => {
     await page.screenshot({ path: artifactPath('dashboard-run-page.png'), fullPage: true });
   });
 
-  it('lists a run\'s snapshots, downloads an archive, browses its files and forks a new run from one', async () => {
+  it('lists a run\'s snapshots, downloads an archive, browses its files, forks a new run from one and compares them', async () => {
     const page = await signedIn();
     const runId = uniqueId('snapped');
     await page.locator('summary', { hasText: 'Start a run' }).click();
@@ -159,6 +159,29 @@ describe('the dashboard in Chromium', () => {
     await untilStatus(page, 'done');
     expect(await page.locator('.run-header .facts').textContent()).toContain(`Forked from${runId} at ${second!.snapshot_id}`);
     expect(await page.getByTestId('agent-goal').textContent()).toBe('go on from the second turn');
+
+    // The fork against its parent: where they went different ways, and their final workspaces.
+    const { body: runDiff } = await platform.http('GET', `/runs/${forkId}/diff?with=${runId}`, { org });
+    await page.getByTestId('fork-diff').getByTestId('first-divergent-step').waitFor();
+    expect(await page.getByTestId('first-divergent-step').textContent()).toContain(`First different step: ${runDiff.first_divergent_step}`);
+    expect(runDiff.first_divergent_step).toBeGreaterThanOrEqual(2);
+    // The fork started from the page takes no snapshots of its own: there is no final workspace to compare.
+    expect(runDiff.final_files).toBeNull();
+    expect(await page.getByTestId('fork-diff').textContent()).toContain('No final snapshot on both sides to compare yet.');
+    await page.screenshot({ path: artifactPath('dashboard-fork-diff.png'), fullPage: true });
+
+    // Two snapshots of the parent compared on its page.
+    await page.getByTestId('fork-diff').getByRole('link', { name: runId }).click();
+    await page.waitForURL(`**/ui/runs/${runId}`);
+    const compare = page.getByRole('form', { name: 'Compare two snapshots' });
+    await compare.getByLabel('From').selectOption(items[0].snapshot_id);
+    await compare.getByLabel('To').selectOption(final);
+    await compare.getByRole('button', { name: 'Compare' }).click();
+    await page.getByTestId('snapshot-diff').waitFor();
+    const { body: snapDiff } = await platform.http('GET', `/runs/${runId}/snapshots/${items[0].snapshot_id}/diff/${final}`, { org });
+    const snapPaths = [...snapDiff.files.added, ...snapDiff.files.removed, ...snapDiff.files.changed].map((e: { path: string }) => e.path);
+    expect(snapPaths.length).toBeGreaterThan(0);
+    expect(await page.getByTestId('snapshot-diff').locator('li').evaluateAll((lis) => lis.map((li) => li.getAttribute('data-path')))).toEqual(snapPaths);
   });
 
   it("shows an llm run's answer at the top and its conversation as a transcript, tool calls folded", async () => {

@@ -1,6 +1,6 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiBearerAuth, ApiBody, ApiCookieAuth, ApiHeader, ApiParam, ApiResponse, ApiSecurity } from '@nestjs/swagger';
-import { COMMAND_ID_PATTERN, COMMAND_PAYLOAD_SCHEMAS, ORG_PATTERN, plainSchema, RUN_ID_PATTERN, type CommandType } from '@agentrun/contracts';
+import { COMMAND_ID_PATTERN, COMMAND_PAYLOAD_SCHEMAS, ORG_PATTERN, plainSchema, RUN_ID_PATTERN, SNAPSHOT_ID_PATTERN, type CommandType } from '@agentrun/contracts';
 
 /*
  * Decorators that describe the gateway's operations in its OpenAPI document. The schemas come from
@@ -45,6 +45,11 @@ export function ApiProblems(...statuses: number[]): MethodDecorator & ClassDecor
 /** A JSON body answered with `status`. */
 export function ApiJson(status: number, description: string, schema: JsonSchema): MethodDecorator & ClassDecorator {
   return ApiResponse({ status, description, content: { 'application/json': { schema } } });
+}
+
+/** A path parameter holding a snapshot id (`snap-0001`). */
+export function ApiSnapshotIdParam(name = 'snapshotId', description = 'the snapshot id'): MethodDecorator {
+  return ApiParam({ name, required: true, description, schema: { type: 'string', pattern: SNAPSHOT_ID_PATTERN } });
 }
 
 /** A path parameter holding a run id (or a snapshot id, which has the same shape). */

@@ -21,13 +21,15 @@ import { RunEventsController } from './run-events.controller';
 import { RunsController } from './runs.controller';
 import { SessionController } from './session.controller';
 import { OBJECT_STORE, SnapshotsController } from './snapshots.controller';
+import { DiffsController } from './diffs.controller';
+import { SnapshotArchives } from './snapshot-archives';
 
 @Module({})
 export class GatewayModule {
   static forRoot(config: GatewayConfig): DynamicModule {
     return {
       module: GatewayModule,
-      controllers: [HealthController, DocsController, RunsController, RunEventsController, CommandsController, SessionController, SnapshotsController, EvalsController, UsageController, DashboardController],
+      controllers: [HealthController, DocsController, RunsController, RunEventsController, CommandsController, SessionController, SnapshotsController, DiffsController, EvalsController, UsageController, DashboardController],
       providers: [
         { provide: PLATFORM_CONFIG, useValue: config },
         { provide: SERVICE_NAME, useValue: 'gateway' },
@@ -46,6 +48,7 @@ export class GatewayModule {
         { provide: CursorCodec, useValue: new CursorCodec(config.CURSOR_SECRET) },
         { provide: SnapshotManifest, inject: [Database], useFactory: (db: Database) => new SnapshotManifest(db.dataSource) },
         { provide: OBJECT_STORE, useValue: createObjectStore(objectStoreConfigOf(config)) },
+        SnapshotArchives,
         commandServiceProvider(config),
         { provide: EvalStore, inject: [Database], useFactory: (db: Database) => new EvalStore(db.dataSource) },
         {

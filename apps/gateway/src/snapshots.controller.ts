@@ -3,22 +3,27 @@ import { ApiOperation, ApiParam, ApiQuery, ApiResponse, ApiTags } from '@nestjs/
 import { basename, extname } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
-import { ArchiveFileNotFound, ArchiveFileTooLarge, ArchiveRefused, BadArchivePath, checkArchivePath, concatParts, listArchive, ObjectNotFound, openArchiveFile, SegmentUnreadable, trajectoryParts, type ObjectStore } from '@agentrun/archive';
+import { ArchiveFileNotFound, ArchiveFileTooLarge, ArchiveRefused, BadArchivePath, checkArchivePath, concatParts, listArchive, openArchiveFile, SegmentUnreadable, trajectoryParts } from '@agentrun/archive';
 import { SNAPSHOT_ID_PATTERN, snapshotObjectKeys, trajectorySegmentKey, type SnapshotFileList, type SnapshotList } from '@agentrun/contracts';
-import { ReadModel, SnapshotManifest } from '@agentrun/persistence';
+import { SnapshotManifest } from '@agentrun/persistence';
 import { PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { Response } from 'express';
 import type { GatewayConfig } from './config';
-import { ApiJson, ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
+import { ApiJson, ApiOrgScoped, ApiProblems, ApiRunIdParam, ApiSnapshotIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
+import { SnapshotArchives } from './snapshot-archives';
 import { publicSnapshotRow } from './public-views';
-import { requireRunId } from './runs.controller';
 
 const snapshotIdRe = new RegExp(SNAPSHOT_ID_PATTERN);
+/** Text as text/plain (HTML and SVG too: shown, never rendered), a few binary kinds as themselves, the rest as bytes. */
+const TEXT_EXTENSIONS = new Set(['.txt', '.md', '.log', '.py', '.ts', '.tsx', '.js', '.jsx', '.mjs', '.cjs', '.css', '.html', '.htm', '.svg', '.xml', '.yaml', '.yml', '.toml', '.ini', '.cfg', '.sh', '.csv', '.tsv', '.rs', '.go', '.java', '.c', '.h', '.cpp', '.rb', '.sql', '.diff', '.patch']);
+const BINARY_TYPES: Record<string, string> = { '.json': 'application/json', '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp', '.pdf': 'application/pdf', '.gz': 'application/gzip', '.zip': 'application/zip' };
 
-/** The injection token of the object store archives are read from. */
-export const OBJECT_STORE = 'agentrun.object-store';
+/** The longest `after` a file list takes (a longer path is not one a page ends on: it would not fit a URL's header limit encoded). */
+const AFTER_MAX = 1024;
+
+export { OBJECT_STORE } from './snapshot-archives';
 
 /** A run's snapshot manifest and its archives, one org at a time: another org's run is simply not there. */
 @ApiTags('snapshots')
@@ -27,9 +32,8 @@ export const OBJECT_STORE = 'agentrun.object-store';
 @UseGuards(OrgGuard)
 export class SnapshotsController {
   constructor(
-    private readonly readModel: ReadModel,
     private readonly manifest: SnapshotManifest,
-    @Inject(OBJECT_STORE) private readonly store: ObjectStore,
+    private readonly archives: SnapshotArchives,
     @Inject(PLATFORM_CONFIG) private readonly config: GatewayConfig,
   ) {}
 
@@ -60,7 +64,7 @@ export class SnapshotsController {
   @ApiProblems(404, 410)
   async archive(@CurrentOrg() org: string, @Param('id') id: string, @Param('snapshotId') snapshotId: string, @Res() res: Response): Promise<void> {
     const { key, body } = await this.archiveOf(org, id, snapshotId);
-    const size = (await this.store.stat(key))?.bytes;
+    const size = (await this.archives.store.stat(key))?.bytes;
     res.status(200);
     res.setHeader('Content-Type', 'application/gzip');
     res.setHeader('Content-Disposition', `attachment; filename="${id}-${snapshotId}.tar.gz"`);
@@ -73,8 +77,8 @@ export class SnapshotsController {
   @Get(':snapshotId/files')
   @ApiOperation({ summary: "A snapshot's workspace files: the archive's entries in archive order, a page at a time" })
   @ApiRunIdParam()
-  @ApiRunIdParam('snapshotId', 'the snapshot id')
-  @ApiQuery({ name: 'after', required: false, description: "the previous page's `next_after`", schema: { type: 'string', maxLength: 4096 } })
+  @ApiSnapshotIdParam()
+  @ApiQuery({ name: 'after', required: false, description: "the previous page's `next_after`", schema: { type: 'string', maxLength: AFTER_MAX, pattern: '^[^\\u0000]*$' } })
   @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 200 } })
   @ApiJson(200, 'a page of entries (path, type, size, mode, mtime, link)', { $ref: '#/components/schemas/SnapshotFileList' })
   @ApiProblems(404, 410)
@@ -82,7 +86,7 @@ export class SnapshotsController {
     for (const [name, value] of Object.entries({ after, limit: limitText })) {
       if (value !== undefined && typeof value !== 'string') throw new ProblemException(400, 'bad query', `${name} may be given once`);
     }
-    if (typeof after === 'string' && (after.length > 4096 || after.includes('\0'))) throw new ProblemException(400, 'bad after', 'after must be a path of at most 4096 characters, without NUL');
+    if (typeof after === 'string' && (after.length > AFTER_MAX || after.includes('\0'))) throw new ProblemException(400, 'bad after', `after must be a path of at most ${AFTER_MAX} characters, without NUL`);
     const limit = limitText === undefined ? 200 : Number(limitText);
     if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new ProblemException(400, 'bad limit', 'limit must be an integer from 1 to 1000');
     const { body } = await this.archiveOf(org, id, snapshotId);
@@ -94,9 +98,13 @@ export class SnapshotsController {
   @Get(':snapshotId/files/*path')
   @ApiOperation({ summary: "One file of a snapshot's workspace, its bytes as they are in the archive" })
   @ApiRunIdParam()
-  @ApiRunIdParam('snapshotId', 'the snapshot id')
+  @ApiSnapshotIdParam()
   @ApiParam({ name: 'path', required: true, description: "the file's path in the workspace (as the file list gives it); no `..`, not absolute, no NUL", schema: { type: 'string' } })
-  @ApiResponse({ status: 200, description: "the file's bytes, with a content type by its extension (text as text/plain; anything else as application/octet-stream)", content: { 'application/octet-stream': { schema: { type: 'string', format: 'binary' } } } })
+  @ApiResponse({
+    status: 200,
+    description: "the file's bytes, with a content type by its extension (text as text/plain; a few image and document types as themselves; anything else as application/octet-stream)",
+    content: Object.fromEntries(['application/octet-stream', 'text/plain', ...new Set(Object.values(BINARY_TYPES))].map((type) => [type, { schema: { type: 'string', format: 'binary' } }])),
+  })
   @ApiProblems(404, 410, 413)
   async file(@CurrentOrg() org: string, @Param('id') id: string, @Param('snapshotId') snapshotId: string, @Param('path') pathParam: string[] | string, @Res() res: Response): Promise<void> {
     const asked = Array.isArray(pathParam) ? pathParam.join('/') : String(pathParam);
@@ -143,7 +151,7 @@ export class SnapshotsController {
     }
     let parts;
     try {
-      parts = await trajectoryParts(this.store, {
+      parts = await trajectoryParts(this.archives.store, {
         log: { keyOf: (lastSeq) => trajectorySegmentKey(org, id, lastSeq) },
         ...(row.trajectory_last_seq !== undefined ? { lastSeq: row.trajectory_last_seq } : {}),
         wholeKey: snapshotObjectKeys(org, id, snapshotId).trajectory,
@@ -157,25 +165,13 @@ export class SnapshotsController {
     res.setHeader('Content-Disposition', `attachment; filename="${id}-${snapshotId}.trajectory.jsonl"`);
     res.setHeader('Content-Length', String(parts.reduce((sum, part) => sum + part.bytes, 0)));
     // A client that goes away ends the read; nothing else depends on it.
-    await pipeline(concatParts(this.store, parts), res).catch(() => undefined);
+    await pipeline(concatParts(this.archives.store, parts), res).catch(() => undefined);
   }
 
   /** The snapshot's archive as it streams from the object store: the run and snapshot in this org, or a 404/410. */
   private async archiveOf(org: string, id: string, snapshotId: string): Promise<{ key: string; body: Readable }> {
-    await this.requireRun(org, id);
-    if (!snapshotIdRe.test(snapshotId)) throw new ProblemException(400, 'bad snapshot id', `snapshot id must match ${SNAPSHOT_ID_PATTERN}`);
-    const found = await this.manifest.find(org, id, snapshotId);
-    if (!found) throw new ProblemException(404, 'snapshot not found', `run '${id}' has no snapshot '${snapshotId}'`);
-    if (!found.row.bundle_object_url) {
-      throw new ProblemException(404, 'no archive', `snapshot '${snapshotId}' has no archive (${found.row.capture_status}${found.row.capture_reason ? `: ${found.row.capture_reason}` : ''})`);
-    }
-    const key = snapshotObjectKeys(org, id, snapshotId).archive;
-    try {
-      return { key, body: await this.store.get(key) };
-    } catch (err) {
-      if (err instanceof ObjectNotFound) throw new ProblemException(410, 'archive gone', `the archive of snapshot '${snapshotId}' is no longer in the object store`);
-      throw err;
-    }
+    const key = await this.archives.archiveKey(org, id, snapshotId);
+    return { key, body: await this.archives.open(key, snapshotId) };
   }
 
   /** Reads an archive, answering what it says of itself as problems: no such file, too large, unreadable. */
@@ -191,13 +187,9 @@ export class SnapshotsController {
   }
 
   private async requireRun(org: string, id: string): Promise<void> {
-    if (!(await this.readModel.getRun(org, requireRunId(id)))) throw new ProblemException(404, 'run not found', `no run '${id}' in org ${org}`);
+    await this.archives.requireRun(org, id);
   }
 }
-
-/** Text as text/plain (HTML and SVG too: shown, never rendered), a few binary kinds as themselves, the rest as bytes. */
-const TEXT_EXTENSIONS = new Set(['.txt', '.md', '.log', '.py', '.ts', '.tsx', '.js', '.jsx', '.mjs', '.cjs', '.css', '.html', '.htm', '.svg', '.xml', '.yaml', '.yml', '.toml', '.ini', '.cfg', '.sh', '.csv', '.tsv', '.rs', '.go', '.java', '.c', '.h', '.cpp', '.rb', '.sql', '.diff', '.patch']);
-const BINARY_TYPES: Record<string, string> = { '.json': 'application/json', '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp', '.pdf': 'application/pdf', '.gz': 'application/gzip', '.zip': 'application/zip' };
 
 function contentTypeOf(path: string): string {
   const ext = extname(path).toLowerCase();

@@ -14,4 +14,5 @@ export * from './s3-object-store';
 export * from './object-store-config';
 export { ByteCounter } from './byte-counter';
 export * from './archive-view';
+export * from './archive-diff';
 export * from './segments';

@@ -241,3 +241,61 @@ export const EVAL_COMPARISON_SCHEMA = Type.Object(
   { $id: 'https://agentrun.dev/schemas/eval-comparison.v1.json', title: 'EvalComparison' },
 );
 export type EvalComparison = Static<typeof EVAL_COMPARISON_SCHEMA>;
+
+const FILE_DIFF_ENTRY = Type.Object({ path: Type.String(), type: StringEnum(SNAPSHOT_FILE_TYPES), size: Type.Integer({ minimum: 0 }) });
+
+/** Two workspace archives compared: entries added, removed and changed, with unified diffs of changed text files. */
+export const FILE_DIFF_SCHEMA = Type.Object(
+  {
+    added: Type.Array(FILE_DIFF_ENTRY),
+    removed: Type.Array(FILE_DIFF_ENTRY),
+    changed: Type.Array(
+      Type.Object({
+        path: Type.String(),
+        /** What differs: `content` (the bytes), `type`, `mode` (permission bits), `link` (a link's target). */
+        what: Type.Array(StringEnum(['content', 'type', 'mode', 'link'] as const)),
+        before: Type.Composite([FILE_DIFF_ENTRY, Type.Object({ mode: Type.Integer({ minimum: 0 }) })]),
+        after: Type.Composite([FILE_DIFF_ENTRY, Type.Object({ mode: Type.Integer({ minimum: 0 }) })]),
+        /** A unified diff (`--- a/path`, `+++ b/path`, hunks with 3 lines of context) of a changed text file. */
+        diff: Type.Optional(Type.String()),
+        /** Why a changed file has no diff: not text, over 256 KiB a side, or past the 4 MiB of text a comparison reads. */
+        diff_omitted: Type.Optional(StringEnum(['binary', 'too_large', 'diff_budget'] as const)),
+        /** The diff was over 64 KiB and is cut there. */
+        diff_truncated: Type.Optional(Type.Literal(true)),
+      }),
+    ),
+    unchanged: Type.Integer({ minimum: 0 }),
+  },
+  { title: 'FileDiff' },
+);
+
+/** `GET /runs/{id}/snapshots/{a}/diff/{b}`: snapshot `a` of the run against snapshot `b` of the run, or of its parent or fork (`?run=`). */
+export const SNAPSHOT_DIFF_SCHEMA = Type.Object(
+  {
+    run_id: Type.String({ pattern: RUN_ID_PATTERN }),
+    snapshot_id: Type.String({ pattern: SNAPSHOT_ID_PATTERN }),
+    with: Type.Object({ run_id: Type.String({ pattern: RUN_ID_PATTERN }), snapshot_id: Type.String({ pattern: SNAPSHOT_ID_PATTERN }) }),
+    files: FILE_DIFF_SCHEMA,
+  },
+  { $id: 'https://agentrun.dev/schemas/snapshot-diff.v1.json', title: 'SnapshotDiff' },
+);
+export type SnapshotDiff = Static<typeof SNAPSHOT_DIFF_SCHEMA>;
+
+/** `GET /runs/{id}/diff?with=`: two agent runs of an org lined up by step, and their final workspaces compared. */
+export const RUN_DIFF_SCHEMA = Type.Object(
+  {
+    run_id: Type.String({ pattern: RUN_ID_PATTERN }),
+    with: Type.String({ pattern: RUN_ID_PATTERN }),
+    /** The first step where the runs did something different (kind, tool) or got a different output; null when none. */
+    first_divergent_step: Type.Union([Type.Integer({ minimum: 0 }), Type.Null()]),
+    /** Steps both took alike before it (a fork's steps before its fork point are its parent's). */
+    steps_shared: Type.Integer({ minimum: 0 }),
+    steps: Type.Object({ run: Type.Integer({ minimum: 0 }), with: Type.Integer({ minimum: 0 }) }),
+    /** How the two are related, when one is the other's fork. */
+    fork: Type.Optional(Type.Object({ parent: Type.String(), child: Type.String(), snapshot_id: Type.String(), step: Type.Integer({ minimum: 0 }) })),
+    /** The final snapshots' workspaces compared (`run`'s against `with`'s); null when either has none with an archive. */
+    final_files: Type.Union([Type.Object({ snapshots: Type.Object({ run: Type.String(), with: Type.String() }), files: FILE_DIFF_SCHEMA }), Type.Null()]),
+  },
+  { $id: 'https://agentrun.dev/schemas/run-diff.v1.json', title: 'RunDiff' },
+);
+export type RunDiff = Static<typeof RUN_DIFF_SCHEMA>;

@@ -13,3 +13,4 @@ export * from './evals';
 export * from './command-keys';
 export * from './budgets';
 export * from './rate-limits';
+export * from './run-diff';

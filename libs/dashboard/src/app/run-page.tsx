@@ -9,6 +9,7 @@ import { justStarted, runHref, runsHref } from './router';
 import { agentGauge, describeEvent, EventLog, evalSummary, isTerminalStatus, LiveReply, stepDurations, type CaseCell, type EvalSummary } from './run-view';
 import { Snapshots } from './snapshots';
 import { Transcript } from './conversation';
+import { ForkDiff } from './diffs';
 import { followRun, type StreamStatus } from './stream';
 import { clockTime, formatTime, Link, StatusBadge } from './ui';
 
@@ -172,6 +173,7 @@ export function RunPage({ runId }: { runId: string }) {
       {kind === 'eval' && evalView && <CompareEvals runId={runId} datasetId={evalView.dataset_id} />}
       {kind === 'agent' && <StepChart events={events} />}
       {kind === 'agent' && <Snapshots runId={runId} events={events} />}
+      {kind === 'agent' && parent && forkedFrom && <ForkDiff runId={runId} parent={parent} ended={isTerminalStatus(status)} />}
       <Timeline events={events} ended={stream === 'ended' || isTerminalStatus(status)} />
     </article>
   );

@@ -4,6 +4,7 @@ import { ApiError, errorText, getJson, runPath, saveDownload } from './api';
 import { useCommand } from './controls';
 import { runHref } from './router';
 import { SnapshotFiles } from './snapshot-files';
+import { SnapshotCompare } from './diffs';
 import { mergeSnapshots, type SnapshotRow } from './run-view';
 import { formatTime, OutcomeLine, type Outcome } from './ui';
 
@@ -114,6 +115,7 @@ export function Snapshots({ runId, events }: { runId: string; events: RunEvent[]
       )}
       <OutcomeLine outcome={download} testId="outcome-download" />
       {browsing && <SnapshotFiles runId={runId} snapshotId={browsing} onClose={() => setBrowsing(undefined)} />}
+      <SnapshotCompare runId={runId} snapshotIds={forkable.map((r) => r.snapshot_id)} />
       {forkable.length > 0 && (
         <form
           class="fork"
