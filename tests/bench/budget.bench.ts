@@ -80,7 +80,7 @@ async function main(): Promise<void> {
       const limitedReply = await ask();
       const limitedUsage = usageOf({ messages }, limitedReply, 'scripted', prices);
       const used = limitedUsage.prompt_tokens + limitedUsage.completion_tokens;
-      await Promise.all([ledger.settle(limitedKey, used, limitedUsage.cost_usd), limiter.refund('bench scripted', `${ORG}/team`, limitedWorst.tokens - used)]);
+      await Promise.all([ledger.settle(limitedKey, used, limitedUsage.cost_usd), limiter.refund('bench scripted', `${ORG}/team`, limitedWorst.tokens - used, limit)]);
       limited.push(performance.now() - t0);
       spent += limitedUsage.cost_usd;
     }

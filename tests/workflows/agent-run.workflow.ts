@@ -380,6 +380,37 @@ describe('AgentRun', () => {
     });
   });
 
+  it('a call refused under limits raised while it was out is made again at once, not paused on', async () => {
+    const inFlight = new Deferred();
+    const release = new Deferred();
+    const asked: (number | undefined)[] = [];
+    const rig = env.rig({
+      cpu: {
+        callModel: async (call) => {
+          asked.push(call.budget?.max_tokens);
+          if ((call.budget?.max_tokens ?? 0) < 1_000) {
+            // The first call is out when the raise arrives; the ledger refuses it under the old limit.
+            inFlight.resolve();
+            await holdActivity(release.promise);
+            const details = { scope: 'run', limit: 'tokens', max: call.budget?.max_tokens ?? 0, spent: 0, reserved: 0, needed: 1_000, left: 0 };
+            throw ApplicationFailure.create({ message: 'budget exhausted', type: 'BudgetExhausted', nonRetryable: true, details: [details] });
+          }
+          return modelReply(call);
+        },
+      },
+    });
+    await rig.run(async () => {
+      const runId = rig.runId('raise-in-flight');
+      const handle = await rig.startAgent('raise-in-flight', { max_steps: 2, budget: { max_tokens: 500 } });
+      await inFlight.promise;
+      expect(await handle.executeUpdate(raiseBudgetUpdate, { args: [{ command_id: 'up', max_tokens: 5_000 }] })).toBe('budget raised to {"max_tokens":5000}');
+      release.resolve();
+      expect(await handle.result()).toMatchObject({ status: 'done', steps: 2 });
+      expect(asked.slice(0, 2)).toEqual([500, 5_000]);
+      expect(rig.events(runId).some((e) => e.type === 'budget_exhausted')).toBe(false);
+    });
+  });
+
   it('a GPU lane nobody serves fails the run with lane_stalled after its schedule-to-start timeout', async () => {
     const rig = env.rig({ gpu: 'unserved' });
     await rig.run(async () => {

@@ -20,8 +20,6 @@ const snapshotIdRe = new RegExp(SNAPSHOT_ID_PATTERN);
 const TEXT_EXTENSIONS = new Set(['.txt', '.md', '.log', '.py', '.ts', '.tsx', '.js', '.jsx', '.mjs', '.cjs', '.css', '.html', '.htm', '.svg', '.xml', '.yaml', '.yml', '.toml', '.ini', '.cfg', '.sh', '.csv', '.tsv', '.rs', '.go', '.java', '.c', '.h', '.cpp', '.rb', '.sql', '.diff', '.patch']);
 const BINARY_TYPES: Record<string, string> = { '.json': 'application/json', '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp', '.pdf': 'application/pdf', '.gz': 'application/gzip', '.zip': 'application/zip' };
 
-/** The longest `after` a file list takes (a longer path is not one a page ends on: it would not fit a URL's header limit encoded). */
-const AFTER_MAX = 1024;
 
 export { OBJECT_STORE } from './snapshot-archives';
 
@@ -78,7 +76,7 @@ export class SnapshotsController {
   @ApiOperation({ summary: "A snapshot's workspace files: the archive's entries in archive order, a page at a time" })
   @ApiRunIdParam()
   @ApiSnapshotIdParam()
-  @ApiQuery({ name: 'after', required: false, description: "the previous page's `next_after`", schema: { type: 'string', maxLength: AFTER_MAX, pattern: '^[^\\u0000]*$' } })
+  @ApiQuery({ name: 'after', required: false, description: "the previous page's `next_after` (how many entries came before the page)", schema: { type: 'string', pattern: '^[0-9]{1,9}$' } })
   @ApiQuery({ name: 'limit', required: false, schema: { type: 'integer', minimum: 1, maximum: 1000, default: 200 } })
   @ApiJson(200, 'a page of entries (path, type, size, mode, mtime, link)', { $ref: '#/components/schemas/SnapshotFileList' })
   @ApiProblems(404, 410)
@@ -86,11 +84,11 @@ export class SnapshotsController {
     for (const [name, value] of Object.entries({ after, limit: limitText })) {
       if (value !== undefined && typeof value !== 'string') throw new ProblemException(400, 'bad query', `${name} may be given once`);
     }
-    if (typeof after === 'string' && (after.length > AFTER_MAX || after.includes('\0'))) throw new ProblemException(400, 'bad after', `after must be a path of at most ${AFTER_MAX} characters, without NUL`);
+    if (typeof after === 'string' && !/^[0-9]{1,9}$/.test(after)) throw new ProblemException(400, 'bad after', "after must be a page's next_after: a whole number of entries");
     const limit = limitText === undefined ? 200 : Number(limitText);
     if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new ProblemException(400, 'bad limit', 'limit must be an integer from 1 to 1000');
     const { body } = await this.archiveOf(org, id, snapshotId);
-    const page = await this.reading(snapshotId, () => listArchive(body, { limit, ...(typeof after === 'string' ? { after } : {}) }));
+    const page = await this.reading(snapshotId, () => listArchive(body, { limit, ...(typeof after === 'string' ? { after: Number(after) } : {}) }));
     return { run_id: id, snapshot_id: snapshotId, items: page.entries, ...(page.next_after !== undefined ? { next_after: page.next_after } : {}) };
   }
 

@@ -226,7 +226,7 @@ export function createAgentActivities(deps: AgentActivityDeps): AgentActivities 
         // timer and calls again, holding nothing meanwhile (no slot, no reservation).
         const turn = limit && deps.rateLimits && worst ? { bucket: `${deps.rateLimits.endpoint} ${chat.model}`, share: `${call.org}/${call.tier ?? 'batch'}` } : undefined;
         const giveBack = async (tokens: number) => {
-          if (turn && deps.rateLimits) await deps.rateLimits.limiter.refund(turn.bucket, turn.share, tokens);
+          if (turn && deps.rateLimits) await deps.rateLimits.limiter.refund(turn.bucket, turn.share, tokens, limit);
         };
         if (turn && deps.rateLimits && limit && worst) {
           const decision = await deps.rateLimits.limiter.acquire({ ...turn, weight: deps.rateLimits.weights[call.tier ?? 'batch'] ?? 1, tokens: worst.tokens, limit });

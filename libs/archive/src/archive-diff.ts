@@ -82,14 +82,18 @@ async function fingerprints(source: Readable): Promise<Map<string, Fingerprint>>
   }
 }
 
-/** The bytes of the files asked for (the last of each path), read as the archive streams. */
-async function contents(source: Readable, paths: Set<string>): Promise<Map<string, Buffer>> {
+/** The bytes of the files asked for (the last of each path; none larger than `maxBytes` is held), read as the archive streams. */
+async function contents(source: Readable, paths: Set<string>, maxBytes: number): Promise<Map<string, Buffer>> {
   const reader = new TarReader(source, LIMITS);
   const out = new Map<string, Buffer>();
   try {
     for (let e = await reader.next(); e !== undefined; e = await reader.next()) {
       const path = normalArchivePath(e.name);
       if (!paths.has(path) || entryTypeOf(e.typeflag) !== 'file') continue;
+      if (e.size > maxBytes) {
+        out.delete(path);
+        continue;
+      }
       const chunks: Buffer[] = [];
       for await (const chunk of reader.data()) chunks.push(Buffer.from(chunk));
       out.set(path, Buffer.concat(chunks));
@@ -157,7 +161,7 @@ export async function diffArchives(open: (side: 'a' | 'b') => Promise<Readable>,
     wanted.add(c.path);
   }
   if (wanted.size === 0) return { added, removed, changed, unchanged };
-  const [textsA, textsB] = [await contents(await open('a'), wanted), await contents(await open('b'), wanted)];
+  const [textsA, textsB] = [await contents(await open('a'), wanted, options.textMaxBytes), await contents(await open('b'), wanted, options.textMaxBytes)];
   for (const c of changed) {
     if (!wanted.has(c.path)) continue;
     const [before, after] = [textOf(textsA.get(c.path) ?? Buffer.alloc(0)), textOf(textsB.get(c.path) ?? Buffer.alloc(0))];

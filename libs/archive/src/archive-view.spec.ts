@@ -39,7 +39,7 @@ describe('reading an archive without extracting it', () => {
     let after: string | undefined;
     let pages = 0;
     for (;;) {
-      const page = await listArchive(createReadStream(archive), { limit: 7, ...(after !== undefined ? { after } : {}) });
+      const page = await listArchive(createReadStream(archive), { limit: 7, ...(after !== undefined ? { after: Number(after) } : {}) });
       paths.push(...page.entries.map((e) => e.path));
       pages++;
       if (!page.next_after) break;
@@ -48,6 +48,26 @@ describe('reading an archive without extracting it', () => {
     }
     expect(paths).toEqual(gnuList());
     expect(pages).toBe(Math.ceil(gnuList().length / 7));
+  });
+
+  it('pages through an archive that names a path twice, to its end', async () => {
+    const src = join(dir, 'twice');
+    await mkdir(src);
+    await writeFile(join(src, 'a.txt'), 'first\n');
+    await writeFile(join(src, 'b.txt'), 'b\n');
+    const tar = join(dir, 'twice.tar');
+    execFileSync('tar', ['-cf', tar, '-C', src, 'a.txt', 'b.txt']);
+    await writeFile(join(src, 'a.txt'), 'second\n');
+    execFileSync('tar', ['-rf', tar, '-C', src, 'a.txt']);
+    execFileSync('gzip', ['-f', tar]);
+    const paths: string[] = [];
+    for (let after: string | undefined, pages = 0; pages < 10; pages++) {
+      const page = await listArchive(createReadStream(`${tar}.gz`), { limit: 1, ...(after !== undefined ? { after: Number(after) } : {}) });
+      paths.push(...page.entries.map((e) => e.path));
+      after = page.next_after;
+      if (after === undefined) break;
+    }
+    expect(paths).toEqual(['a.txt', 'b.txt', 'a.txt']);
   });
 
   it('gives each entry its type, size, mode, mtime and link', async () => {

@@ -23,7 +23,7 @@ export interface ArchiveEntry {
 
 export interface ArchivePage {
   entries: ArchiveEntry[];
-  /** The `after` of the next page, when there are entries past this one. */
+  /** The `after` of the next page (how many entries came before it), when there are entries past this one. */
   next_after?: string;
 }
 
@@ -84,22 +84,21 @@ function entryOf(e: TarEntry, path: string): ArchiveEntry {
 
 /**
  * A page of an archive's entries in archive order, read as the archive streams (data skipped, never
- * extracted), stopping once the page is full: `after` is the path the previous page ended on (the page
- * starts past the first entry with that path). The archive's root (`./`) is not an entry.
+ * extracted), stopping once the page is full: `after` is how many entries the pages before listed (the
+ * previous page's `next_after`), a position in the archive, so an archive that names a path twice
+ * still pages through to its end. The archive's root (`./`) is not an entry.
  */
-export async function listArchive(source: Readable, options: { after?: string; limit: number }): Promise<ArchivePage> {
+export async function listArchive(source: Readable, options: { after?: number; limit: number }): Promise<ArchivePage> {
   const reader = new TarReader(source, LIMITS);
   const entries: ArchiveEntry[] = [];
-  let skipping = options.after !== undefined;
+  const skip = options.after ?? 0;
+  let seen = 0;
   try {
     for (let e = await reader.next(); e !== undefined; e = await reader.next()) {
       const path = normalArchivePath(e.name);
       if (path === '') continue;
-      if (skipping) {
-        if (path === options.after) skipping = false;
-        continue;
-      }
-      if (entries.length === options.limit) return { entries, next_after: entries[entries.length - 1].path };
+      if (seen++ < skip) continue;
+      if (entries.length === options.limit) return { entries, next_after: String(skip + entries.length) };
       entries.push(entryOf(e, path));
     }
     return { entries };
@@ -116,7 +115,13 @@ export async function listArchive(source: Readable, options: { after?: string; l
  * Past `maxBytes` it is refused with its size before any of it is read.
  */
 export async function openArchiveFile(source: Readable, path: string, maxBytes: number): Promise<{ entry: ArchiveEntry; data: AsyncGenerator<Buffer>; close: () => void }> {
-  const wanted = checkArchivePath(path);
+  let wanted: string;
+  try {
+    wanted = checkArchivePath(path);
+  } catch (err) {
+    source.destroy();
+    throw err;
+  }
   const reader = new TarReader(source, LIMITS);
   try {
     for (let e = await reader.next(); e !== undefined; e = await reader.next()) {

@@ -156,14 +156,19 @@ export class RateLimiter {
    * usage, or all of it when the request failed). Under the bucket's lock, as `acquire` writes the levels
    * it read.
    */
-  async refund(bucket: string, share: string, tokens: number): Promise<void> {
+  async refund(bucket: string, share: string, tokens: number, limit: RateLimitPerMinute = {}): Promise<void> {
     if (!(tokens > 0)) return;
+    // The bucket's level is not refunded past its burst (`BURST_MS` of the whole rate): calls in flight
+    // while it refilled would otherwise hand back more than the rate gives, all at once.
+    const cap = limit.tokens_per_minute === undefined ? null : (limit.tokens_per_minute / 60_000) * BURST_MS;
     await this.db.transaction(async (tx) => {
       await tx.query(`SELECT pg_advisory_xact_lock(hashtext('agentrun rate ' || $1))`, [bucket]);
       await tx.query(
-        `WITH whole AS (UPDATE rate_limit_buckets SET tokens = tokens + $3 WHERE bucket = $1 AND tokens IS NOT NULL)
+        `WITH whole AS (
+           UPDATE rate_limit_buckets SET tokens = CASE WHEN $4::float8 IS NULL THEN tokens + $3 ELSE GREATEST(tokens, LEAST(tokens + $3, $4::float8)) END
+            WHERE bucket = $1 AND tokens IS NOT NULL)
          UPDATE rate_limit_shares SET tokens = tokens + $3 WHERE bucket = $1 AND share = $2`,
-        [bucket, share, tokens],
+        [bucket, share, tokens, cap],
       );
     });
   }

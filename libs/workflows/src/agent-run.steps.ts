@@ -156,6 +156,8 @@ export interface WorkspaceMover {
  */
 export class StepExecutor {
   private readonly sparseCurrentStep: boolean;
+  /** Executions recorded before step events carried the conversation publish events of the sizes they had, so their histories replay. */
+  private readonly saysMessages: boolean;
 
   constructor(
     private readonly input: AgentRunInput,
@@ -166,6 +168,7 @@ export class StepExecutor {
   ) {
     // Asked while the executor is built, in the execution's first task, so the marker lands there.
     this.sparseCurrentStep = publishesBySink(input.events_via) || patched(SPARSE_CURRENT_STEP_PATCH);
+    this.saysMessages = input.policy === 'llm' && patched(STEP_MESSAGES_PATCH);
   }
 
   /** A tool `plan()` chose. */
@@ -277,7 +280,7 @@ export class StepExecutor {
       ...(done.output_ref ? { output_ref: done.output_ref } : {}),
       attempt: done.attempt,
       duplicate: done.duplicate,
-      output: done.output.slice(0, 2_000),
+      output: storable(done.output, 2_000).text,
       ...(done.usage ? { usage: done.usage } : {}),
       ...this.newMessages(),
     });
@@ -289,10 +292,20 @@ export class StepExecutor {
    */
   private newMessages(): { messages?: ChatTurnShown[] } {
     const { run } = this;
-    if (this.input.policy !== 'llm') return {};
-    const added = run.conversation.messages.slice(run.conversationShown);
-    run.conversationShown = run.conversation.messages.length;
-    return added.length ? { messages: added.map(shownTurn) } : {};
+    if (!this.saysMessages) return {};
+    // At most MESSAGES_EVENT_MAX characters an event (a fork's first step has its parent's whole
+    // conversation to say): what does not fit is said by the steps after, in order.
+    const messages: ChatTurnShown[] = [];
+    let size = 0;
+    for (const turn of run.conversation.messages.slice(run.conversationShown)) {
+      const shown = shownTurn(turn);
+      const length = JSON.stringify(shown).length;
+      if (messages.length > 0 && size + length > MESSAGES_EVENT_MAX) break;
+      messages.push(shown);
+      size += length;
+    }
+    run.conversationShown += messages.length;
+    return messages.length ? { messages } : {};
   }
 
   private lane(next: ToolStep): AgentActivities {
@@ -383,13 +396,27 @@ function spent(reply: ModelReply): { usage?: ModelReply['usage'] } {
 /** A conversation message as a run event carries it: texts over `MESSAGE_TEXT_MAX` cut, and marked. */
 export type ChatTurnShown = ChatTurn & { truncated?: true };
 const MESSAGE_TEXT_MAX = 8_000;
+/** The conversation one step event says at most (characters of JSON), well under a Kafka record's 1 MiB. */
+const MESSAGES_EVENT_MAX = 200_000;
+const STEP_MESSAGES_PATCH = 'agent-run-step-messages';
+
+/**
+ * A text as a run event can carry it: at most `max` UTF-16 units, never cutting a surrogate pair in
+ * two, and with NUL (which Postgres cannot store in JSON) replaced by U+FFFD.
+ */
+function storable(text: string, max: number): { text: string; cut: boolean } {
+  let out = text.length > max ? text.slice(0, max) : text;
+  const cut = out.length < text.length;
+  if (cut && /[\uD800-\uDBFF]$/.test(out)) out = out.slice(0, -1);
+  return { text: out.includes('\u0000') ? out.split('\u0000').join('\uFFFD') : out, cut };
+}
 
 function shownTurn(turn: ChatTurn): ChatTurnShown {
   let truncated = false;
   const cut = (text: string) => {
-    if (text.length <= MESSAGE_TEXT_MAX) return text;
-    truncated = true;
-    return text.slice(0, MESSAGE_TEXT_MAX);
+    const stored = storable(text, MESSAGE_TEXT_MAX);
+    if (stored.cut) truncated = true;
+    return stored.text;
   };
   const shown: ChatTurnShown = {
     role: turn.role,

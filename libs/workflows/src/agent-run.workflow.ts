@@ -1,4 +1,4 @@
-import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, ContinueAsNew, continueAsNew, getExternalWorkflowHandle, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, ContinueAsNew, continueAsNew, getExternalWorkflowHandle, patched, workflowInfo } from '@temporalio/workflow';
 import type { BudgetShortfall } from '@agentrun/contracts';
 import { BUDGET_EXHAUSTED, type AgentRunInput, type AgentRunResult } from './agent-run.types';
 import { registerAgentRunHandlers } from './agent-run.handlers';
@@ -85,6 +85,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         return await continueAsNew<typeof AgentRun>({ ...input, goal: run.goal, carry: lifecycle.carry() });
       }
       let done: StepOutcome;
+      const limitsAtStep = run.spendLimit;
       try {
         if (next.kind === 'tool') done = next.call_id !== undefined ? await steps.requestedTool(next, next.call_id) : await steps.tool(next);
         else if (next.kind === 'llm') done = input.policy === 'llm' ? await steps.converse() : await steps.think(next.prompt);
@@ -93,8 +94,10 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         // A model call that did not fit a budget: paused, and the same step is planned again once it may go on.
         const shortfall = budgetShortfallOf(err);
         if (!shortfall) throw err;
+        // Raised while the call was out: it was refused under the old limits, so it is tried again at once.
+        if (run.spendLimit !== limitsAtStep && patched(RETRY_AFTER_RAISE_PATCH)) continue;
         lifecycle.budgetExhausted(run.step, shortfall);
-        await tellBudgetRun(input, run.spendLimit ?? {}, shortfall);
+        await tellBudgetRun(input, limitsAtStep ?? {}, shortfall);
         continue;
       }
       steps.completed(next, done);
@@ -111,6 +114,8 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   const finalId = slot.series?.finalLanded();
   return { ...run.result(outbox.seq()), ...(answer !== undefined ? { answer } : {}), ...(finalId ? { final_snapshot_id: finalId } : {}) };
 }
+
+const RETRY_AFTER_RAISE_PATCH = 'agent-run-retry-refusal-after-raise';
 
 /**
  * An eval's agent case paused on the eval's budget tells its eval, which pauses too (no further case
