@@ -5,6 +5,13 @@ import type { RunEvent, RunEventOf } from '@agentrun/contracts';
 import { AGENT_STATUS_KEY, cancelRunSignal, changeGoalUpdate, CURRENT_STEP_KEY, pauseSignal, raiseBudgetUpdate, resumeSignal, statusQuery, type ModelCall, type ToolCall } from '@agentrun/workflows';
 import { Deferred, failureOf, holdActivity, modelReply, oneToN, rejectionOf, seqsOf, toolResult, WorkflowTestEnv } from '../support/workflow-env';
 
+/** The ledger's refusal as the orchestrator's callModel reports it: a call needing 1,000 tokens against the run's limit. */
+function budgetRefusal(call: ModelCall): ApplicationFailure {
+  const max = call.budget?.max_tokens ?? 0;
+  const details = { scope: 'run', limit: 'tokens', max, spent: 0, reserved: 0, needed: 1_000, left: max };
+  return ApplicationFailure.create({ message: 'budget exhausted', type: 'BudgetExhausted', nonRetryable: true, details: [details] });
+}
+
 let env: WorkflowTestEnv;
 beforeAll(async () => {
   env = await WorkflowTestEnv.start();
@@ -348,10 +355,7 @@ describe('AgentRun', () => {
       cpu: {
         callModel: async (call) => {
           asked.push(call.budget?.max_tokens);
-          if ((call.budget?.max_tokens ?? 0) < 1_000) {
-            const details = { scope: 'run', limit: 'tokens', max: call.budget?.max_tokens ?? 0, spent: 0, reserved: 0, needed: 1_000, left: call.budget?.max_tokens ?? 0 };
-            throw ApplicationFailure.create({ message: 'budget exhausted', type: 'BudgetExhausted', nonRetryable: true, details: [details] });
-          }
+          if ((call.budget?.max_tokens ?? 0) < 1_000) throw budgetRefusal(call);
           return { ...modelReply(call), usage: { model: 'm', prompt_tokens: 30, completion_tokens: 10, cost_usd: 0.0001, priced: true } };
         },
       },
@@ -392,8 +396,7 @@ describe('AgentRun', () => {
             // The first call is out when the raise arrives; the ledger refuses it under the old limit.
             inFlight.resolve();
             await holdActivity(release.promise);
-            const details = { scope: 'run', limit: 'tokens', max: call.budget?.max_tokens ?? 0, spent: 0, reserved: 0, needed: 1_000, left: 0 };
-            throw ApplicationFailure.create({ message: 'budget exhausted', type: 'BudgetExhausted', nonRetryable: true, details: [details] });
+            throw budgetRefusal(call);
           }
           return modelReply(call);
         },

@@ -1,12 +1,17 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { Readable } from 'node:stream';
 import { ObjectNotFound, type ObjectStore } from '@agentrun/archive';
-import { SNAPSHOT_ID_PATTERN, snapshotObjectKeys, type RunSummary } from '@agentrun/contracts';
+import { SNAPSHOT_ID_PATTERN, snapshotObjectKeys, type RunSummary, type SnapshotRow } from '@agentrun/contracts';
 import { ReadModel, SnapshotManifest } from '@agentrun/persistence';
 import { ProblemException } from './problem';
 import { requireRunId } from './runs.controller';
 
 const snapshotIdRe = new RegExp(SNAPSHOT_ID_PATTERN);
+
+/** How a row's capture ended, for a problem's detail: `failed: capture_timeout_1s`. */
+export function captureOf(row: SnapshotRow): string {
+  return `${row.capture_status}${row.capture_reason ? `: ${row.capture_reason}` : ''}`;
+}
 
 /** The injection token of the object store archives are read from. */
 export const OBJECT_STORE = 'agentrun.object-store';
@@ -26,15 +31,19 @@ export class SnapshotArchives {
     return run;
   }
 
-  /** The snapshot's archive key, once the run and a row with an archive are found (404 otherwise). */
-  async archiveKey(org: string, id: string, snapshotId: string): Promise<string> {
+  /** The snapshot's manifest row, once the run and the snapshot are found in this org (400 for a bad id, 404 otherwise). */
+  async row(org: string, id: string, snapshotId: string): Promise<SnapshotRow> {
     await this.requireRun(org, id);
     if (!snapshotIdRe.test(snapshotId)) throw new ProblemException(400, 'bad snapshot id', `snapshot id must match ${SNAPSHOT_ID_PATTERN}`);
     const found = await this.manifest.find(org, id, snapshotId);
     if (!found) throw new ProblemException(404, 'snapshot not found', `run '${id}' has no snapshot '${snapshotId}'`);
-    if (!found.row.bundle_object_url) {
-      throw new ProblemException(404, 'no archive', `snapshot '${snapshotId}' has no archive (${found.row.capture_status}${found.row.capture_reason ? `: ${found.row.capture_reason}` : ''})`);
-    }
+    return found.row;
+  }
+
+  /** The snapshot's archive key, once the run and a row with an archive are found (404 otherwise). */
+  async archiveKey(org: string, id: string, snapshotId: string): Promise<string> {
+    const row = await this.row(org, id, snapshotId);
+    if (!row.bundle_object_url) throw new ProblemException(404, 'no archive', `snapshot '${snapshotId}' has no archive (${captureOf(row)})`);
     return snapshotObjectKeys(org, id, snapshotId).archive;
   }
 

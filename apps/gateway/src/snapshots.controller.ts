@@ -4,7 +4,7 @@ import { basename, extname } from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import { ArchiveFileNotFound, ArchiveFileTooLarge, ArchiveRefused, BadArchivePath, checkArchivePath, concatParts, listArchive, openArchiveFile, SegmentUnreadable, trajectoryParts } from '@agentrun/archive';
-import { SNAPSHOT_ID_PATTERN, snapshotObjectKeys, trajectorySegmentKey, type SnapshotFileList, type SnapshotList } from '@agentrun/contracts';
+import { snapshotObjectKeys, trajectorySegmentKey, type SnapshotFileList, type SnapshotList } from '@agentrun/contracts';
 import { SnapshotManifest } from '@agentrun/persistence';
 import { PLATFORM_CONFIG } from '@agentrun/runtime';
 import type { Response } from 'express';
@@ -12,10 +12,9 @@ import type { GatewayConfig } from './config';
 import { ApiJson, ApiOrgScoped, ApiProblems, ApiRunIdParam, ApiSnapshotIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { ProblemException } from './problem';
-import { SnapshotArchives } from './snapshot-archives';
+import { captureOf, SnapshotArchives } from './snapshot-archives';
 import { publicSnapshotRow } from './public-views';
 
-const snapshotIdRe = new RegExp(SNAPSHOT_ID_PATTERN);
 /** Text as text/plain (HTML and SVG too: shown, never rendered), a few binary kinds as themselves, the rest as bytes. */
 const TEXT_EXTENSIONS = new Set(['.txt', '.md', '.log', '.py', '.ts', '.tsx', '.js', '.jsx', '.mjs', '.cjs', '.css', '.html', '.htm', '.svg', '.xml', '.yaml', '.yml', '.toml', '.ini', '.cfg', '.sh', '.csv', '.tsv', '.rs', '.go', '.java', '.c', '.h', '.cpp', '.rb', '.sql', '.diff', '.patch']);
 const BINARY_TYPES: Record<string, string> = { '.json': 'application/json', '.png': 'image/png', '.jpg': 'image/jpeg', '.jpeg': 'image/jpeg', '.gif': 'image/gif', '.webp': 'image/webp', '.pdf': 'application/pdf', '.gz': 'application/gzip', '.zip': 'application/zip' };
@@ -139,14 +138,8 @@ export class SnapshotsController {
   @ApiResponse({ status: 200, description: 'the trajectory, streamed', content: { 'application/x-ndjson': { schema: { type: 'string' } } } })
   @ApiProblems(404, 410)
   async trajectory(@CurrentOrg() org: string, @Param('id') id: string, @Param('snapshotId') snapshotId: string, @Res() res: Response): Promise<void> {
-    await this.requireRun(org, id);
-    if (!snapshotIdRe.test(snapshotId)) throw new ProblemException(400, 'bad snapshot id', `snapshot id must match ${SNAPSHOT_ID_PATTERN}`);
-    const found = await this.manifest.find(org, id, snapshotId);
-    if (!found) throw new ProblemException(404, 'snapshot not found', `run '${id}' has no snapshot '${snapshotId}'`);
-    const { row } = found;
-    if (!row.trajectory_s3_uri) {
-      throw new ProblemException(404, 'no trajectory', `snapshot '${snapshotId}' has no trajectory (${row.capture_status}${row.capture_reason ? `: ${row.capture_reason}` : ''})`);
-    }
+    const row = await this.archives.row(org, id, snapshotId);
+    if (!row.trajectory_s3_uri) throw new ProblemException(404, 'no trajectory', `snapshot '${snapshotId}' has no trajectory (${captureOf(row)})`);
     let parts;
     try {
       parts = await trajectoryParts(this.archives.store, {

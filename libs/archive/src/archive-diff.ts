@@ -1,11 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { Readable } from 'node:stream';
 import { createTwoFilesPatch } from 'diff';
-import { normalArchivePath, type ArchiveEntryType } from './archive-view';
-import { DEFAULT_RESTORE_MAX_BYTES, DEFAULT_RESTORE_MAX_ENTRIES } from './restore';
+import { entryOf, normalArchivePath, VIEW_LIMITS, type ArchiveEntryType } from './archive-view';
 import { entryTypeOf, TarReader } from './tar-reader';
-
-const LIMITS = { maxEntries: DEFAULT_RESTORE_MAX_ENTRIES, maxStreamBytes: DEFAULT_RESTORE_MAX_BYTES + DEFAULT_RESTORE_MAX_ENTRIES * 4096 };
 
 /** What a diff knows of an entry: enough to tell two apart without holding either. */
 interface Fingerprint {
@@ -57,15 +54,14 @@ export const DEFAULT_DIFF_OPTIONS: ArchiveDiffOptions = { textMaxBytes: 256 * 10
 
 /** Every entry of an archive by path (the last of a path wins, as extraction would leave it), files hashed. */
 async function fingerprints(source: Readable): Promise<Map<string, Fingerprint>> {
-  const reader = new TarReader(source, LIMITS);
+  const reader = new TarReader(source, VIEW_LIMITS);
   const out = new Map<string, Fingerprint>();
   try {
     for (let e = await reader.next(); e !== undefined; e = await reader.next()) {
       const path = normalArchivePath(e.name);
       if (path === '') continue;
-      const raw = entryTypeOf(e.typeflag);
-      const type: ArchiveEntryType = raw === 'device' || raw === 'fifo' ? 'other' : raw;
-      const print: Fingerprint = { type, size: type === 'file' ? e.size : 0, mode: e.mode & 0o7777, ...(type === 'symlink' || type === 'hardlink' ? { link: e.linkname } : {}) };
+      const { type, size, mode, link } = entryOf(e, path);
+      const print: Fingerprint = { type, size, mode, ...(link !== undefined ? { link } : {}) };
       if (type === 'file') {
         const hash = createHash('sha256');
         for await (const chunk of reader.data()) hash.update(chunk);
@@ -84,7 +80,7 @@ async function fingerprints(source: Readable): Promise<Map<string, Fingerprint>>
 
 /** The bytes of the files asked for (the last of each path; none larger than `maxBytes` is held), read as the archive streams. */
 async function contents(source: Readable, paths: Set<string>, maxBytes: number): Promise<Map<string, Buffer>> {
-  const reader = new TarReader(source, LIMITS);
+  const reader = new TarReader(source, VIEW_LIMITS);
   const out = new Map<string, Buffer>();
   try {
     for (let e = await reader.next(); e !== undefined; e = await reader.next()) {

@@ -44,8 +44,8 @@ export class ArchiveFileTooLarge extends Error {
   }
 }
 
-/** Archives this view reads are bounded as a restore's are. */
-const LIMITS = { maxEntries: DEFAULT_RESTORE_MAX_ENTRIES, maxStreamBytes: DEFAULT_RESTORE_MAX_BYTES + DEFAULT_RESTORE_MAX_ENTRIES * 4096 };
+/** Archives this view (and a diff) reads are bounded as a restore's are. */
+export const VIEW_LIMITS = { maxEntries: DEFAULT_RESTORE_MAX_ENTRIES, maxStreamBytes: DEFAULT_RESTORE_MAX_BYTES + DEFAULT_RESTORE_MAX_ENTRIES * 4096 };
 
 /** An archive path as listings show it: no `./` in front, no trailing `/`. */
 export function normalArchivePath(name: string): string {
@@ -70,7 +70,8 @@ function typeOf(typeflag: string): ArchiveEntryType {
   return type === 'device' || type === 'fifo' ? 'other' : type;
 }
 
-function entryOf(e: TarEntry, path: string): ArchiveEntry {
+/** An entry as a listing (and a diff) shows it. */
+export function entryOf(e: TarEntry, path: string): ArchiveEntry {
   const type = typeOf(e.typeflag);
   return {
     path,
@@ -89,7 +90,7 @@ function entryOf(e: TarEntry, path: string): ArchiveEntry {
  * still pages through to its end. The archive's root (`./`) is not an entry.
  */
 export async function listArchive(source: Readable, options: { after?: number; limit: number }): Promise<ArchivePage> {
-  const reader = new TarReader(source, LIMITS);
+  const reader = new TarReader(source, VIEW_LIMITS);
   const entries: ArchiveEntry[] = [];
   const skip = options.after ?? 0;
   let seen = 0;
@@ -122,7 +123,7 @@ export async function openArchiveFile(source: Readable, path: string, maxBytes: 
     source.destroy();
     throw err;
   }
-  const reader = new TarReader(source, LIMITS);
+  const reader = new TarReader(source, VIEW_LIMITS);
   try {
     for (let e = await reader.next(); e !== undefined; e = await reader.next()) {
       if (normalArchivePath(e.name) !== wanted) continue;

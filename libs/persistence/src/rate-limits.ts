@@ -47,6 +47,11 @@ export function scaleAt(scale: number, shrunkAt: number | null, now: number): nu
   return Math.min(1, scale + (1 - scale) * Math.max(0, now - shrunkAt) / RECOVER_MS);
 }
 
+/** What a level may save up: `BURST_MS` of its part of a per-minute rate. */
+export function burstOf(perMinute: number, part: number): number {
+  return (perMinute / 60_000) * part * BURST_MS;
+}
+
 /** One level a call must find room in: its levels (undefined when new) and the part of the bucket's rate that refills them. */
 export interface Level {
   levels: ShareLevels | undefined;
@@ -76,7 +81,7 @@ export function decide(levels: Level[], request: Pick<RateRequest, 'tokens' | 'l
     for (const { key, perMinute, need } of dims) {
       if (perMinute === undefined) continue;
       const perMs = (perMinute / 60_000) * part;
-      const burst = perMs * BURST_MS;
+      const burst = burstOf(perMinute, part);
       // Room for twice the call, so what accrues between the moment it would fit and the moment it asks
       // again is kept, not cut off; a refund above the cap stays too (refill stops there, nothing is lost).
       const cap = Math.max(burst, 2 * need);
@@ -160,7 +165,7 @@ export class RateLimiter {
     if (!(tokens > 0)) return;
     // The bucket's level is not refunded past its burst (`BURST_MS` of the whole rate): calls in flight
     // while it refilled would otherwise hand back more than the rate gives, all at once.
-    const cap = limit.tokens_per_minute === undefined ? null : (limit.tokens_per_minute / 60_000) * BURST_MS;
+    const cap = limit.tokens_per_minute === undefined ? null : burstOf(limit.tokens_per_minute, 1);
     await this.db.transaction(async (tx) => {
       await tx.query(`SELECT pg_advisory_xact_lock(hashtext('agentrun rate ' || $1))`, [bucket]);
       await tx.query(

@@ -1,3 +1,4 @@
+import { useEffect, useState } from 'preact/hooks';
 import { credentialHeaders, rememberOrg, session } from './session';
 
 /** An RFC 9457 problem the gateway answered with, kept whole so its `detail` can be shown as is. */
@@ -145,4 +146,26 @@ export async function checkSession(org: string | undefined): Promise<void> {
   }
   const who = await whoAmI();
   session.value = who ? { kind: 'token', ...who } : { kind: 'signed-out' };
+}
+
+/**
+ * A GET read again whenever `deps` change: the newest body (kept while the next read is out) and the
+ * newest failure's text (cleared by the next success). A read overtaken by the next is dropped.
+ */
+export function useJson<T>(path: string, deps: unknown[]): { body: T | undefined; error: string | undefined } {
+  const [body, setBody] = useState<T>();
+  const [error, setError] = useState<string>();
+  useEffect(() => {
+    const abort = new AbortController();
+    getJson<T>(path, abort.signal)
+      .then((read) => {
+        setBody(read);
+        setError(undefined);
+      })
+      .catch((err: unknown) => {
+        if (!abort.signal.aborted) setError(errorText(err));
+      });
+    return () => abort.abort();
+  }, [path, ...deps]);
+  return { body, error };
 }

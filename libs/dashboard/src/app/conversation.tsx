@@ -1,6 +1,5 @@
 import type { RunConversation, RunEvent } from '@agentrun/contracts';
-import { useEffect, useState } from 'preact/hooks';
-import { errorText, getJson, runPath } from './api';
+import { runPath, useJson } from './api';
 
 type Message = RunConversation['messages'][number];
 
@@ -11,22 +10,9 @@ const ROLE_NAMES: Record<Message['role'], string> = { system: 'System', user: 'U
  * complete): each message with its step; tool calls and tool results folded.
  */
 export function Transcript({ runId, events }: { runId: string; events: RunEvent[] }) {
-  const [messages, setMessages] = useState<Message[]>([]);
-  const [error, setError] = useState<string>();
   const steps = events.filter((e) => e.type === 'step_completed').length;
-
-  useEffect(() => {
-    const abort = new AbortController();
-    getJson<RunConversation>(runPath(runId, '/conversation'), abort.signal)
-      .then((body) => {
-        setMessages(Array.isArray(body.messages) ? body.messages : []);
-        setError(undefined);
-      })
-      .catch((err: unknown) => {
-        if (!abort.signal.aborted) setError(errorText(err));
-      });
-    return () => abort.abort();
-  }, [runId, steps]);
+  const { body, error } = useJson<RunConversation>(runPath(runId, '/conversation'), [steps]);
+  const messages: Message[] = Array.isArray(body?.messages) ? body.messages : [];
 
   if (messages.length === 0 && !error) return null;
   const names = new Map(messages.flatMap((m) => (m.tool_calls ?? []).map((c) => [c.id, c.function.name] as const)));

@@ -1,6 +1,6 @@
 import type { RunDiff, SnapshotDiff } from '@agentrun/contracts';
-import { useEffect, useState } from 'preact/hooks';
-import { errorText, getJson, runPath } from './api';
+import { useState } from 'preact/hooks';
+import { errorText, getJson, runPath, useJson } from './api';
 import { runHref } from './router';
 import { Link } from './ui';
 
@@ -56,20 +56,7 @@ export function FileDiffView({ files, testId }: { files: FileDiff; testId: strin
 
 /** A fork against its parent (GET /runs/{id}/diff?with=): where they went different ways, and their final workspaces. */
 export function ForkDiff({ runId, parent, ended }: { runId: string; parent: string; ended: boolean }) {
-  const [diff, setDiff] = useState<RunDiff>();
-  const [error, setError] = useState<string>();
-  useEffect(() => {
-    const abort = new AbortController();
-    getJson<RunDiff>(runPath(runId, `/diff?with=${encodeURIComponent(parent)}`), abort.signal)
-      .then((body) => {
-        setDiff(body);
-        setError(undefined);
-      })
-      .catch((err: unknown) => {
-        if (!abort.signal.aborted) setError(errorText(err));
-      });
-    return () => abort.abort();
-  }, [runId, parent, ended]);
+  const { body: diff, error } = useJson<RunDiff>(runPath(runId, `/diff?with=${encodeURIComponent(parent)}`), [ended]);
   return (
     <section class="panel fork-diff" aria-labelledby="fork-diff-title" data-testid="fork-diff">
       <h2 id="fork-diff-title">
@@ -127,27 +114,28 @@ export function SnapshotCompare({ runId, snapshotIds }: { runId: string; snapsho
       }}
     >
       <h3>Compare two snapshots</h3>
-      <label for="compare-from">From</label>
-      <select id="compare-from" value={a} onChange={(e) => setFrom(e.currentTarget.value)}>
-        {snapshotIds.map((id) => (
-          <option key={id} value={id}>
-            {id}
-          </option>
-        ))}
-      </select>
-      <label for="compare-to">To</label>
-      <select id="compare-to" value={b} onChange={(e) => setTo(e.currentTarget.value)}>
-        {snapshotIds.map((id) => (
-          <option key={id} value={id}>
-            {id}
-          </option>
-        ))}
-      </select>
+      <SnapshotSelect id="compare-from" label="From" value={a} snapshotIds={snapshotIds} onChange={setFrom} />
+      <SnapshotSelect id="compare-to" label="To" value={b} snapshotIds={snapshotIds} onChange={setTo} />
       <button type="submit" class="secondary">
         Compare
       </button>
       {error && <p class="muted">{error}</p>}
       {diff && <FileDiffView files={diff.files} testId="snapshot-diff" />}
     </form>
+  );
+}
+
+function SnapshotSelect({ id, label, value, snapshotIds, onChange }: { id: string; label: string; value: string; snapshotIds: string[]; onChange: (id: string) => void }) {
+  return (
+    <>
+      <label for={id}>{label}</label>
+      <select id={id} value={value} onChange={(e) => onChange(e.currentTarget.value)}>
+        {snapshotIds.map((snapshotId) => (
+          <option key={snapshotId} value={snapshotId}>
+            {snapshotId}
+          </option>
+        ))}
+      </select>
+    </>
   );
 }

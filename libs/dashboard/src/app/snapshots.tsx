@@ -1,6 +1,6 @@
 import type { RunEvent, SnapshotList } from '@agentrun/contracts';
-import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, errorText, getJson, runPath, saveDownload } from './api';
+import { useRef, useState } from 'preact/hooks';
+import { ApiError, runPath, saveDownload, useJson } from './api';
 import { useCommand } from './controls';
 import { runHref } from './router';
 import { SnapshotFiles } from './snapshot-files';
@@ -15,8 +15,6 @@ const size = (bytes: number | undefined): string => (bytes === undefined ? '' : 
 
 /** The run's snapshots (GET /runs/{id}/snapshots, and `snapshot_captured` events as they come): download, fork. */
 export function Snapshots({ runId, events }: { runId: string; events: RunEvent[] }) {
-  const [fromApi, setFromApi] = useState<SnapshotRow[]>([]);
-  const [loadError, setLoadError] = useState<string>();
   const [selected, setSelected] = useState('');
   const [goal, setGoal] = useState('');
   const [download, setDownload] = useState<Outcome>();
@@ -25,18 +23,9 @@ export function Snapshots({ runId, events }: { runId: string; events: RunEvent[]
   const goalInput = useRef<HTMLInputElement>(null);
   const captured = events.filter((e) => e.type === 'snapshot_captured').length;
 
-  useEffect(() => {
-    const abort = new AbortController();
-    getJson<SnapshotList>(runPath(runId, '/snapshots'), abort.signal)
-      .then((body) => {
-        setFromApi(Array.isArray(body.items) ? body.items : []);
-        setLoadError(undefined);
-      })
-      .catch((err: unknown) => {
-        if (!abort.signal.aborted) setLoadError(errorText(err));
-      });
-    return () => abort.abort();
-  }, [runId, captured]);
+  const listed = useJson<SnapshotList>(runPath(runId, '/snapshots'), [captured]);
+  const fromApi: SnapshotRow[] = Array.isArray(listed.body?.items) ? listed.body.items : [];
+  const loadError = listed.error;
 
   const rows = mergeSnapshots(fromApi, events);
   const forkable = rows.filter(usable);
