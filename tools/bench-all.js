@@ -9,7 +9,7 @@ const { spawnSync } = require('node:child_process');
 const { readFileSync } = require('node:fs');
 const path = require('node:path');
 
-const ORDER = ['spine', 'agent', 'console', 'snapshot', 'projector', 'event-signing', 'budget', 'tokens', 'load', 'temporal', 'hosts', 'evals', 'secure', 'metrics', 'telemetry', 'model-real'];
+const ORDER = ['spine', 'agent', 'console', 'snapshot', 'projector', 'event-signing', 'kafka-send', 'budget', 'tokens', 'load', 'temporal', 'hosts', 'evals', 'secure', 'metrics', 'telemetry', 'model-real'];
 const root = path.resolve(__dirname, '..');
 const scripts = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8')).scripts;
 

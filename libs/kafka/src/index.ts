@@ -7,3 +7,4 @@ export * from './topics';
 export * from './transport';
 export * from './event-signing';
 export * from './record-signature';
+export * from './send-queue';
