@@ -13,6 +13,7 @@ import { ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
 import { CurrentOrg, OrgGuard } from './org';
 import { newErrorId, ProblemException } from './problem';
 import { publicEvent } from './public-views';
+import { sseWriter } from './sse-writer';
 import { requireRunId } from './runs.controller';
 import { processMetrics } from '@agentrun/telemetry';
 
@@ -119,7 +120,9 @@ export class RunEventsController {
     res.setHeader('Connection', 'keep-alive');
     res.setHeader('X-Accel-Buffering', 'no');
     res.flushHeaders();
-    res.write(`retry: 1000\n\n`);
+    // Every write of this stream, frames and all, in order on one writer.
+    const write = sseWriter(res);
+    write(`retry: 1000\n\n`);
 
     let closed = false;
     // While true the stream reads its own backlog; once caught up, the hub's shared reads feed it.
@@ -140,7 +143,7 @@ export class RunEventsController {
       // The database's own words stay in the log; the client gets the id they are logged under.
       const errorId = newErrorId();
       this.logger.error(`stream of ${org}/${runId} failed after seq ${last}, error id ${errorId}: ${(err as Error)?.stack ?? String(err)}`);
-      res.write(`event: error\ndata: ${JSON.stringify({ error_id: errorId })}\n\n`);
+      write(`event: error\ndata: ${JSON.stringify({ error_id: errorId })}\n\n`);
       this.streamErrors.inc();
       finish();
     };
@@ -153,16 +156,16 @@ export class RunEventsController {
         // stored traceparent). Not even a no-op span otherwise: a commit can fan out to thousands of frames.
         if (traced) {
           inSpanSync('send sse frame', { kind: SpanKind.PRODUCER, parent: contextOfTraceparent(traceparent), attributes: { 'agentrun.run_id': runId, 'agentrun.seq': event.seq, 'agentrun.event_type': event.type } }, () =>
-            res.write(frame(event)),
+            write(frame(event)),
           );
-        } else res.write(frame(event));
+        } else write(frame(event));
         // One observation per frame written: from the event's ts to now.
         const delay = secondsSince(event.ts);
         if (delay !== undefined) this.visible.observe(delay);
         last = event.seq;
         lastApplied = true;
         if (event.payload?.state && isTerminal(String(event.payload.state.status))) {
-          res.write(`event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: last })}\n\n`);
+          write(`event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: last })}\n\n`);
           finish();
           return true;
         }
@@ -185,7 +188,7 @@ export class RunEventsController {
             if (events.length === 0) {
               // Resumed at or past the end of a finished run (or its `end` frame was lost): say so.
               if (await this.finishedBy(org, runId, last)) {
-                res.write(`event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: last })}\n\n`);
+                write(`event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: last })}\n\n`);
                 finish();
                 return;
               }
@@ -218,9 +221,9 @@ export class RunEventsController {
       fail,
     });
     const untokens = this.tokens.subscribe(org, runId, (delta) => {
-      if (!closed) res.write(tokenFrame(delta));
+      if (!closed) write(tokenFrame(delta));
     });
-    const keepalive = setInterval(() => res.write(`: keepalive\n\n`), this.config.SSE_KEEPALIVE_SECONDS * 1000);
+    const keepalive = setInterval(() => write(`: keepalive\n\n`), this.config.SSE_KEEPALIVE_SECONDS * 1000);
     res.on('close', finish);
     await catchUp();
   }
