@@ -1,5 +1,5 @@
 import { createServer, request, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { sseWriter } from './sse-writer';
 
 /** A real server whose one handler is the test's; the raw bytes the client reads (no chunk decoding). */
@@ -63,6 +63,48 @@ describe('sseWriter', () => {
       const { res, body } = await get(port, false);
       expect(res.headers['transfer-encoding']).toBeUndefined();
       expect(body).toBe('id: 1\ndata: {}\n\n');
+    } finally {
+      server.close();
+    }
+  });
+
+  it('a pipelined request answered after another gets every frame, through res.write until it has the socket', async () => {
+    const { server, port } = await serve((res) => {
+      const path = (res.req.url ?? '/').split('?')[0];
+      if (path === '/slow') {
+        setTimeout(() => res.end('slow'), 100);
+        return;
+      }
+      res.writeHead(200, { 'Content-Type': 'text/event-stream' });
+      res.flushHeaders();
+      const write = sseWriter(res);
+      write('retry: 1000\n\n');
+      write('id: 1\ndata: {}\n\n');
+      setTimeout(() => {
+        write('id: 2\ndata: {}\n\n');
+        res.end();
+      }, 200);
+    });
+    try {
+      const raw = await new Promise<string>((resolve, reject) => {
+        const socket = connect(port, '127.0.0.1');
+        let text = '';
+        socket.setEncoding('utf8');
+        socket.on('data', (d: string) => {
+          text += d;
+          if (text.includes('0\r\n\r\n') && text.includes('id: 2')) {
+            socket.destroy();
+            resolve(text);
+          }
+        });
+        socket.on('error', reject);
+        socket.write('GET /slow HTTP/1.1\r\nHost: x\r\n\r\nGET /events HTTP/1.1\r\nHost: x\r\n\r\n');
+      });
+      const events = raw.slice(raw.indexOf('text/event-stream'));
+      expect(raw.indexOf('slow')).toBeLessThan(raw.indexOf('text/event-stream'));
+      expect(events).toContain('retry: 1000');
+      expect(events.indexOf('retry: 1000')).toBeLessThan(events.indexOf('id: 1'));
+      expect(events.indexOf('id: 1')).toBeLessThan(events.indexOf('id: 2'));
     } finally {
       server.close();
     }

@@ -173,7 +173,8 @@ export class KafkaBus implements TopicAdmin {
   /**
    * Sends in order and resolves once every message is acknowledged by all in-sync replicas. Sends made
    * while another is in flight share the next request (`SendQueue`): one request per round trip however
-   * many runs publish at once, instead of one round trip each.
+   * many runs publish at once, instead of one round trip each. Each topic is its own queue. After
+   * `close()` a send is refused (`SendQueueClosed`).
    */
   send(topic: string, messages: OutboundMessage[]): Promise<void> {
     return this.sends.send(topic, messages);
@@ -385,8 +386,8 @@ export class KafkaBus implements TopicAdmin {
 
   async close(): Promise<void> {
     await Promise.all([...this.consumers].map((c) => c.disconnect()));
-    // What was sent before the close is acknowledged (or fails) before its producer goes.
-    await this.sends.idle();
+    // No new sends from here; those made before are acknowledged (or fail) before their producer goes.
+    await this.sends.close();
     this.consumers.clear();
     const offsets = this.offsetsAdmin;
     this.offsetsAdmin = undefined;

@@ -1,4 +1,4 @@
-import { SendQueue, type TopicRecords } from './send-queue';
+import { SendQueue, SendQueueClosed, type TopicRecords } from './send-queue';
 
 /** A request function whose requests stay in flight until the test answers them. */
 function rig(maxBytes = 1_000) {
@@ -15,25 +15,28 @@ function rig(maxBytes = 1_000) {
 }
 
 const settled = async () => {
-  for (let i = 0; i < 5; i++) await Promise.resolve();
+  for (let i = 0; i < 10; i++) await Promise.resolve();
 };
 
 describe('SendQueue', () => {
-  it('sends at once when nothing is in flight', async () => {
+  it('sends at once when nothing of its topic is in flight', async () => {
     const { queue, requests } = rig();
     const sent = queue.send('t', ['a', 'b']);
+    await settled();
     expect(requests).toHaveLength(1);
     expect(requests[0].records).toEqual({ topic: 't', messages: ['a', 'b'] });
     requests[0].answer();
     await expect(sent).resolves.toBeUndefined();
   });
 
-  it('sends made while one is in flight share the next request, one topic to a request, in the order they were made', async () => {
+  it('sends made while one is in flight share the next request of their topic, in the order they were made', async () => {
     const { queue, requests } = rig();
     const first = queue.send('t', ['1']);
-    const later = [queue.send('t', ['2']), queue.send('u', ['x']), queue.send('t', ['3', '4']), queue.send('u', ['y'])];
+    await settled();
+    const later = [queue.send('t', ['2']), queue.send('t', ['3', '4'])];
     let done = 0;
     for (const p of later) void p.then(() => done++);
+    await settled();
     expect(requests).toHaveLength(1);
     requests[0].answer();
     await first;
@@ -42,55 +45,45 @@ describe('SendQueue', () => {
     expect(done).toBe(0);
     expect(requests[1].records).toEqual({ topic: 't', messages: ['2', '3', '4'] });
     requests[1].answer();
-    await Promise.all([later[0], later[2]]);
-    await settled();
-    expect(done).toBe(2);
-    expect(requests[2].records).toEqual({ topic: 'u', messages: ['x', 'y'] });
-    requests[2].answer();
     await Promise.all(later);
-    expect(done).toBe(4);
+    expect(done).toBe(2);
   });
 
-  it('a topic the broker refuses fails only its own sends', async () => {
+  it('each topic is its own lane: a topic in flight holds up no other, and a refused one fails only its sends', async () => {
     const { queue, requests } = rig();
-    const first = queue.send('t', ['1']);
-    const refused = queue.send('gone', ['a']);
-    const fine = queue.send('t', ['2']);
-    requests[0].answer();
-    await first;
+    const slow = queue.send('slow', ['a']);
+    const refused = queue.send('gone', ['b']);
     await settled();
-    expect(requests[1].records).toEqual({ topic: 'gone', messages: ['a'] });
-    requests[1].answer(new Error('TOPIC_AUTHORIZATION_FAILED'));
+    expect(requests.map((r) => r.records.topic)).toEqual(['slow', 'gone']);
+    const other = queue.send('t', ['c']);
     await settled();
-    expect(requests[2].records).toEqual({ topic: 't', messages: ['2'] });
+    expect(requests[2].records).toEqual({ topic: 't', messages: ['c'] });
     requests[2].answer();
-    await expect(fine).resolves.toBeUndefined();
+    await expect(other).resolves.toBeUndefined();
+    requests[1].answer(new Error('TOPIC_AUTHORIZATION_FAILED'));
     await expect(refused).rejects.toThrow('TOPIC_AUTHORIZATION_FAILED');
+    requests[0].answer();
+    await expect(slow).resolves.toBeUndefined();
   });
 
-  it('a request holds sends up to its byte limit; one larger send goes alone', async () => {
+  it('a request holds sends up to its byte limit, never out of order; one larger send goes alone', async () => {
     const { queue, requests } = rig(10);
     const all = [queue.send('t', ['aaaa']), queue.send('t', ['bbbbbb']), queue.send('t', ['cccccc']), queue.send('t', ['dddddddddddddddd']), queue.send('t', ['e'])];
-    requests[0].answer();
-    await settled();
-    // 'bbbbbb' (6) and 'cccccc' (6) do not fit together under 10.
-    expect(requests[1].records.messages).toEqual(['bbbbbb']);
-    requests[1].answer();
-    await settled();
-    expect(requests[2].records.messages).toEqual(['cccccc']);
-    requests[2].answer();
-    await settled();
-    expect(requests[3].records.messages).toEqual(['dddddddddddddddd']);
-    requests[3].answer();
-    await settled();
-    expect(requests[4].records.messages).toEqual(['e']);
-    requests[4].answer();
+    const batches: string[][] = [];
+    for (let i = 0; i < 4; i++) {
+      await settled();
+      batches.push(requests[i].records.messages);
+      requests[i].answer();
+    }
     await Promise.all(all);
+    // 'aaaa' and 'bbbbbb' fit in 10; 'e' never overtakes the send that did not fit before it.
+    expect(batches).toEqual([['aaaa', 'bbbbbb'], ['cccccc'], ['dddddddddddddddd'], ['e']]);
   });
 
-  it('a failed request fails every send in it, and the queue goes on', async () => {
+  it('a failed request fails every send in it, and the lane goes on', async () => {
     const { queue, requests } = rig();
     const first = queue.send('t', ['1']);
+    await settled();
     const a = queue.send('t', ['2']);
     const b = queue.send('t', ['3']);
     requests[0].answer();
@@ -106,32 +99,52 @@ describe('SendQueue', () => {
     await expect(c).resolves.toBeUndefined();
   });
 
-  it('idle() waits for every send made before it', async () => {
-    const { queue, requests } = rig();
-    await queue.idle();
-    void queue.send('t', ['1']);
-    void queue.send('t', ['2']);
-    let idle = false;
-    const waiting = queue.idle().then(() => (idle = true));
-    requests[0].answer();
-    await settled();
-    expect(idle).toBe(false);
-    requests[1].answer();
-    await waiting;
-    expect(idle).toBe(true);
+  it('a request function that throws at once fails its sends and does not wedge the lane', async () => {
+    let calls = 0;
+    const queue = new SendQueue<string>(
+      (() => {
+        calls++;
+        if (calls === 1) throw new Error('thrown at once');
+        return Promise.resolve();
+      }) as (records: TopicRecords<string>) => Promise<void>,
+      (m) => m.length,
+      1_000,
+    );
+    await expect(queue.send('t', ['1'])).rejects.toThrow('thrown at once');
+    await expect(queue.send('t', ['2'])).resolves.toBeUndefined();
   });
 
-  it('a send made as soon as the last one is answered is sent (a publisher awaiting each send)', async () => {
+  it('a send made as soon as the last one is answered is sent (publishers awaiting each send)', async () => {
     const queue = new SendQueue<string>(async () => undefined, (m) => m.length, 1_000);
     for (let i = 0; i < 5; i++) await queue.send('t', [String(i)]);
     let n = 0;
-    await Promise.all([0, 1, 2].map(async () => {
-      for (let i = 0; i < 20; i++) {
-        await queue.send('t', ['x']);
-        n++;
-      }
-    }));
+    await Promise.all(
+      [0, 1, 2].map(async () => {
+        for (let i = 0; i < 20; i++) {
+          await queue.send('t', ['x']);
+          n++;
+        }
+      }),
+    );
     expect(n).toBe(60);
+  });
+
+  it('close() refuses new sends and waits for every send made before it', async () => {
+    const { queue, requests } = rig();
+    const a = queue.send('t', ['1']);
+    const b = queue.send('u', ['2']);
+    let closed = false;
+    const closing = queue.close().then(() => (closed = true));
+    await expect(queue.send('t', ['3'])).rejects.toBeInstanceOf(SendQueueClosed);
+    await settled();
+    requests[0].answer();
+    await a;
+    await settled();
+    expect(closed).toBe(false);
+    requests[1].answer();
+    await Promise.all([b, closing]);
+    expect(closed).toBe(true);
+    expect(requests).toHaveLength(2);
   });
 
   it('sends nothing for an empty send', async () => {

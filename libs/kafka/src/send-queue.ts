@@ -5,26 +5,41 @@ export interface TopicRecords<M> {
 }
 
 interface Waiting<M> {
-  topic: string;
   messages: M[];
   bytes: number;
   resolve: () => void;
   reject: (err: unknown) => void;
 }
 
+/** One topic's sends: those waiting, and whether a request of the topic is in flight. */
+interface Lane<M> {
+  waiting: Waiting<M>[];
+  draining?: Promise<void>;
+}
+
+/** Why a send made after `close()` is refused. */
+export class SendQueueClosed extends Error {
+  constructor() {
+    super('the Kafka producer is closing: no new sends');
+    this.name = 'SendQueueClosed';
+  }
+}
+
 /**
- * Sends that arrive while one is in flight go out together in the next request. The idempotent
- * producer keeps one request in flight per broker, so without this every concurrent send (each run's
- * events, each command's outcome) waits for the ones before it, one round trip each, and under load
- * that queue is where the time goes. A send made while nothing is in flight leaves at once: nothing
- * waits on a timer. Order holds: sends leave in the order they were made, a request's records keep
- * that order, and the next request is sent only once the last is acknowledged. A request holds sends
- * of one topic up to `maxBytes` of records (one larger send goes alone); a failed request fails every
- * send in it, and the queue goes on.
+ * Sends to a topic that arrive while one of its requests is in flight go out together in its next
+ * request. The idempotent producer keeps one request in flight per broker, so without this every
+ * concurrent send (each run's events, each command's outcome) waits for the ones before it, one round
+ * trip each, and under load that queue is where the time goes. A send made while nothing of its topic
+ * is in flight leaves at once: nothing waits on a timer. Each topic is a lane of its own, so a topic
+ * the broker is slow on or refuses (no such topic, no WRITE on it) holds up and fails only its own
+ * sends. Within a topic order holds: sends leave in the order they were made, a request's records keep
+ * that order, and its next request is sent only once the last is answered. A request holds up to
+ * `maxBytes` of records (one larger send goes alone); a failed request fails every send in it (records
+ * of it another partition had acknowledged are sent again by their callers, which consumers dedupe).
  */
 export class SendQueue<M> {
-  private readonly waiting: Waiting<M>[] = [];
-  private draining?: Promise<void>;
+  private readonly lanes = new Map<string, Lane<M>>();
+  private closed = false;
 
   constructor(
     private readonly sendRequest: (records: TopicRecords<M>) => Promise<void>,
@@ -33,27 +48,44 @@ export class SendQueue<M> {
   ) {}
 
   /** Resolves once the request carrying these messages is acknowledged. */
-  send(topic: string, messages: M[]): Promise<void> {
-    if (messages.length === 0) return Promise.resolve();
+  async send(topic: string, messages: M[]): Promise<void> {
+    if (this.closed) throw new SendQueueClosed();
+    if (messages.length === 0) return;
     let bytes = 0;
     for (const m of messages) bytes += this.sizeOf(m);
-    return new Promise<void>((resolve, reject) => {
-      this.waiting.push({ topic, messages, bytes, resolve, reject });
-      if (!this.draining) this.draining = this.drain();
+    let lane = this.lanes.get(topic);
+    if (!lane) {
+      lane = { waiting: [] };
+      this.lanes.set(topic, lane);
+    }
+    const own = lane;
+    await new Promise<void>((resolve, reject) => {
+      own.waiting.push({ messages, bytes, resolve, reject });
+      if (!own.draining) own.draining = this.drain(topic, own);
     });
   }
 
-  /** Sends waiting now (none when idle): settles once all of them are acknowledged or failed. */
-  async idle(): Promise<void> {
-    while (this.draining) await this.draining;
+  /**
+   * Refuses new sends (`SendQueueClosed`) and settles once every send made before is acknowledged or
+   * failed: part of a producer's close, before it disconnects.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    for (;;) {
+      const draining = [...this.lanes.values()].map((lane) => lane.draining).filter((d): d is Promise<void> => d !== undefined);
+      if (draining.length === 0) return;
+      await Promise.all(draining);
+    }
   }
 
-  private async drain(): Promise<void> {
+  private async drain(topic: string, lane: Lane<M>): Promise<void> {
+    // Never in the caller's turn: `draining` is set before the first request is made or fails.
+    await Promise.resolve();
     try {
-      while (this.waiting.length > 0) {
-        const request = this.next();
+      while (lane.waiting.length > 0) {
+        const request = this.next(lane);
         try {
-          await this.sendRequest(recordsOf(request));
+          await this.sendRequest({ topic, messages: request.flatMap((w) => w.messages) });
           for (const w of request) w.resolve();
         } catch (err) {
           for (const w of request) w.reject(err);
@@ -62,36 +94,20 @@ export class SendQueue<M> {
     } finally {
       // In the same turn as the last look at `waiting`: a send made by a caller this request just
       // answered (its continuation runs after this) starts the next drain, it is never left waiting.
-      this.draining = undefined;
+      lane.draining = undefined;
+      if (lane.waiting.length === 0 && this.lanes.get(topic) === lane) this.lanes.delete(topic);
     }
   }
 
-  /**
-   * The sends of the next request: the first waiting, then the later ones to the same topic while they
-   * fit. One topic per request, so a topic the broker refuses (no such topic, no WRITE on it) fails only
-   * its own sends; sends to other topics keep their order and go in the next request.
-   */
-  private next(): Waiting<M>[] {
-    const first = this.waiting.shift()!;
-    const taken = [first];
-    let bytes = first.bytes;
-    for (let i = 0; i < this.waiting.length && bytes < this.maxBytes; ) {
-      const w = this.waiting[i];
-      if (w.topic !== first.topic) {
-        i++;
-        continue;
-      }
-      // A topic's sends leave in order: one that does not fit ends the request.
-      if (bytes + w.bytes > this.maxBytes) break;
-      this.waiting.splice(i, 1);
+  /** The sends of a lane's next request: the first waiting, then those after it while they fit. */
+  private next(lane: Lane<M>): Waiting<M>[] {
+    const taken = [lane.waiting.shift()!];
+    let bytes = taken[0].bytes;
+    while (lane.waiting.length > 0 && bytes + lane.waiting[0].bytes <= this.maxBytes) {
+      const w = lane.waiting.shift()!;
       bytes += w.bytes;
       taken.push(w);
     }
     return taken;
   }
-}
-
-/** The sends' records, one topic's, in send order. */
-function recordsOf<M>(sends: Waiting<M>[]): TopicRecords<M> {
-  return { topic: sends[0].topic, messages: sends.flatMap((s) => s.messages) };
 }
