@@ -15,6 +15,7 @@ import { performance } from 'node:perf_hooks';
 import { CompressionTypes, Kafka, logLevel, Partitioners } from 'kafkajs';
 import { KafkaBus, type OutboundMessage } from '@agentrun/kafka';
 import { stackUrls } from '../support/stack-env';
+import { percentile } from './load-probes';
 
 const RECORD = JSON.stringify({ run_id: 'r', org: 'bench', kind: 'agent', seq: 1, type: 'step_completed', ts: new Date().toISOString(), payload: { state: { status: 'running', goal: 'x'.repeat(300), step: 1 } } });
 
@@ -29,8 +30,6 @@ interface Figures {
   p50: number;
   p99: number;
 }
-
-const pct = (v: number[], p: number) => [...v].sort((a, b) => a - b)[Math.min(v.length - 1, Math.ceil((p / 100) * v.length) - 1)];
 
 /** C publishers sending for `seconds`, each awaiting its send before the next. */
 async function drive(side: Side, topic: string, publishers: number, seconds: number): Promise<Figures> {
@@ -51,7 +50,7 @@ async function drive(side: Side, topic: string, publishers: number, seconds: num
     }),
   );
   const elapsed = (performance.now() - t0) / 1000;
-  return { sends: latencies.length, perSecond: latencies.length / elapsed, p50: pct(latencies, 50), p99: pct(latencies, 99) };
+  return { sends: latencies.length, perSecond: latencies.length / elapsed, p50: percentile(latencies, 50), p99: percentile(latencies, 99) };
 }
 
 async function main(): Promise<void> {

@@ -43,6 +43,11 @@ function frame(event: RunEventEnvelope): string {
   return `id: ${event.seq}\nevent: ${event.type}\ndata: ${JSON.stringify(publicEvent(event))}\n\n`;
 }
 
+/** The stream's last frame, after the run's terminal event (or on a resume at or past it). */
+function endFrame(runId: string, lastSeq: number): string {
+  return `event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: lastSeq })}\n\n`;
+}
+
 /** A model reply delta: no `id`, so a client's Last-Event-ID stays the last seq it had. */
 export function tokenFrame({ run_id, step, attempt, index, delta }: RunTokenDelta): string {
   return `event: token\ndata: ${JSON.stringify({ run_id, step, attempt, index, delta })}\n\n`;
@@ -165,7 +170,7 @@ export class RunEventsController {
         last = event.seq;
         lastApplied = true;
         if (event.payload?.state && isTerminal(String(event.payload.state.status))) {
-          write(`event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: last })}\n\n`);
+          write(endFrame(runId, last));
           finish();
           return true;
         }
@@ -188,7 +193,7 @@ export class RunEventsController {
             if (events.length === 0) {
               // Resumed at or past the end of a finished run (or its `end` frame was lost): say so.
               if (await this.finishedBy(org, runId, last)) {
-                write(`event: end\ndata: ${JSON.stringify({ run_id: runId, last_seq: last })}\n\n`);
+                write(endFrame(runId, last));
                 finish();
                 return;
               }

@@ -1,7 +1,7 @@
 import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { ApplicationFailure } from '@temporalio/common';
 import { noFaults, type FaultPoints } from '@agentrun/config';
-import type { EventSigner, KafkaBus } from '@agentrun/kafka';
+import { PRODUCE_REQUEST_BYTES, type EventSigner, type KafkaBus } from '@agentrun/kafka';
 import { CARRIED_EVENTS_KEY, CARRIED_RESULT_KEY, isCarriedEvents, TRACEPARENT_MEMO, type CarriedResult, type PublishActivities } from '@agentrun/workflows';
 import type { ActivityInterceptorsFactory } from '@temporalio/worker';
 import { SpanKind, type Context } from '@opentelemetry/api';
@@ -112,11 +112,8 @@ export function carriedEventsInterceptor(deps: PublishDeps, log?: (message: stri
   });
 }
 
-/** At most about this many value bytes per produce request (the topics allow 1 MiB per batch). */
-const REQUEST_BYTES = 512 * 1024;
-
-/** The events in consecutive groups of at most `REQUEST_BYTES` (a larger event goes alone). */
-export function requestsOf(events: RunEventEnvelope[], maxBytes = REQUEST_BYTES): RunEventEnvelope[][] {
+/** The events in consecutive groups of at most `PRODUCE_REQUEST_BYTES` of JSON (a larger event goes alone). */
+export function requestsOf(events: RunEventEnvelope[], maxBytes = PRODUCE_REQUEST_BYTES): RunEventEnvelope[][] {
   const out: RunEventEnvelope[][] = [];
   let current: RunEventEnvelope[] = [];
   let bytes = 0;

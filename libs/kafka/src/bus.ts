@@ -1,6 +1,6 @@
 import { CompressionTypes, ConfigResourceTypes, ConfigSource, Kafka, logLevel, Partitioners, type Admin, type Consumer, type KafkaConfig, type Producer } from 'kafkajs';
 import type { KafkaSasl, KafkaTls } from './security';
-import type { DescribedTopic, TopicAdmin, TopicSpec } from './topics';
+import { PRODUCE_REQUEST_BYTES, type DescribedTopic, type TopicAdmin, type TopicSpec } from './topics';
 import { SendQueue } from './send-queue';
 
 /** Kafka behind our own interface: no kafkajs type leaves this lib, so the client can be swapped. */
@@ -72,12 +72,6 @@ function decodeHeaders(headers: Record<string, Buffer | string | (Buffer | strin
   return decoded;
 }
 
-/**
- * Records one coalesced produce request holds at most, in value, key and header bytes. The topics allow
- * 1 MiB per record batch; a request's records for one partition form one batch.
- */
-const COALESCED_REQUEST_BYTES = 512 * 1024;
-
 /** A record's size as the coalescing counts it: its value, key and header bytes. */
 function recordBytes(m: OutboundMessage): number {
   let n = Buffer.byteLength(m.key) + (typeof m.value === 'string' ? Buffer.byteLength(m.value) : m.value.length);
@@ -116,7 +110,7 @@ export class KafkaBus implements TopicAdmin {
       await producer.send({ topic, acks: -1, compression: CompressionTypes.None, messages: messages.map((m) => ({ key: m.key, value: m.value, headers: m.headers })) });
     },
     recordBytes,
-    COALESCED_REQUEST_BYTES,
+    PRODUCE_REQUEST_BYTES,
   );
   /** Kept connected for repeated offset reads (metrics scrapes); dropped on an error, made again on the next read. */
   private offsetsAdmin?: Promise<Admin>;

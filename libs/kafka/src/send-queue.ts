@@ -11,7 +11,7 @@ interface Waiting<M> {
   reject: (err: unknown) => void;
 }
 
-/** One topic's sends: those waiting, and whether a request of the topic is in flight. */
+/** One topic's sends while any is waiting or in flight: those waiting, and the drain sending them. */
 interface Lane<M> {
   waiting: Waiting<M>[];
   draining?: Promise<void>;
@@ -53,15 +53,11 @@ export class SendQueue<M> {
     if (messages.length === 0) return;
     let bytes = 0;
     for (const m of messages) bytes += this.sizeOf(m);
-    let lane = this.lanes.get(topic);
-    if (!lane) {
-      lane = { waiting: [] };
-      this.lanes.set(topic, lane);
-    }
-    const own = lane;
+    const lane: Lane<M> = this.lanes.get(topic) ?? { waiting: [] };
+    this.lanes.set(topic, lane);
     await new Promise<void>((resolve, reject) => {
-      own.waiting.push({ messages, bytes, resolve, reject });
-      if (!own.draining) own.draining = this.drain(topic, own);
+      lane.waiting.push({ messages, bytes, resolve, reject });
+      lane.draining ??= this.drain(topic, lane);
     });
   }
 
@@ -71,11 +67,8 @@ export class SendQueue<M> {
    */
   async close(): Promise<void> {
     this.closed = true;
-    for (;;) {
-      const draining = [...this.lanes.values()].map((lane) => lane.draining).filter((d): d is Promise<void> => d !== undefined);
-      if (draining.length === 0) return;
-      await Promise.all(draining);
-    }
+    // Every lane is draining (a send starts its lane's drain in the same turn), and none starts after this.
+    await Promise.all([...this.lanes.values()].flatMap((lane) => (lane.draining ? [lane.draining] : [])));
   }
 
   private async drain(topic: string, lane: Lane<M>): Promise<void> {
@@ -95,7 +88,7 @@ export class SendQueue<M> {
       // In the same turn as the last look at `waiting`: a send made by a caller this request just
       // answered (its continuation runs after this) starts the next drain, it is never left waiting.
       lane.draining = undefined;
-      if (lane.waiting.length === 0 && this.lanes.get(topic) === lane) this.lanes.delete(topic);
+      this.lanes.delete(topic);
     }
   }
 

@@ -24,6 +24,13 @@ export interface TopicSpecSettings {
 /** The broker's own default, said out loud so a cluster with a different default cannot surprise us. */
 export const TOPIC_MAX_MESSAGE_BYTES = 1_048_576;
 
+/**
+ * Record bytes one produce request carries at most: half of what a topic takes in one record batch, so
+ * a request's records for one partition (one batch) fit with room for the batch's own overhead. A run's
+ * events are split to it before they are sent, and sends coalesced up to it.
+ */
+export const PRODUCE_REQUEST_BYTES = TOPIC_MAX_MESSAGE_BYTES / 2;
+
 /** Dead-letter topics carry a handful of records: a few partitions spread them over brokers, no more is needed. */
 const DLQ_MAX_PARTITIONS = 3;
 
