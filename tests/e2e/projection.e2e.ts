@@ -137,6 +137,23 @@ describe('the projection into Postgres', () => {
     expect(known.map((events, i) => contiguousPrefix(events, reads[i].after))).toEqual(got);
     // A resume point only claimed (3, in m8's gap) is checked against the bound: 4 is stored, not applied.
     expect(await readModel.eventsAfterMany([{ org: 'acme', runId: 'm8', after: 3 }], 3)).toEqual([[]]);
+    // Handed over as the rows come: every read once, in the order given, the empty ones too, each
+    // before the query is over when a later read has rows.
+    const handed: [number, number[]][] = [];
+    await readModel.eachEventsAfter(reads, 3, (i, events) => handed.push([i, events.map((e) => e.seq)]));
+    expect(handed).toEqual(got.map((events, i) => [i, events.map((e) => e.seq)]));
+    // A handler that throws stops the handing; the read rejects with its error once the query is over.
+    const seen: number[] = [];
+    await expect(
+      readModel.eachEventsAfter(reads, 3, (i) => {
+        seen.push(i);
+        if (i === 1) throw new Error('the stream broke');
+      }),
+    ).rejects.toThrow('the stream broke');
+    expect(seen).toEqual([0, 1]);
+    // Each read gave its connection back to the pool, the failed one too.
+    const pool = (dataSource.driver as unknown as { master: { totalCount: number; idleCount: number } }).master;
+    expect(pool.idleCount).toBe(pool.totalCount);
   });
 
   it('two batches of one run applied at once, each holding what fills the other\'s gap, leave the whole prefix applied', async () => {

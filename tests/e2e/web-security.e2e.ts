@@ -173,7 +173,7 @@ describe('what a browser elsewhere can do to the gateway, and what internal text
       await platform.query("SELECT pg_notify('agentrun_run_events', '*')");
       const waiting = await waitFor('the stream waiting on the lock', async () => {
         const rows = await platform.query<{ pid: number }>(
-          // The live streams' reads (ReadModel.eventsAfter and eventsAfterMany) name the table `ev`.
+          // The live streams' reads (ReadModel.eventsAfter and eachEventsAfter) name the table `ev`.
           "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND wait_event_type = 'Lock' AND query LIKE '%FROM run_events ev%'",
           [platform.database],
         );

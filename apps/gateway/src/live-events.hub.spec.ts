@@ -35,9 +35,9 @@ describe('LiveEventsHub notices', () => {
   it('reads every run one notice touches in one batched query, each stream getting its own run only', async () => {
     const calls: { reads: { org: string; runId: string; after: number }[]; limit: number }[] = [];
     const readModel = {
-      eventsAfterMany: async (reads: { org: string; runId: string; after: number }[], limit: number) => {
+      eachEventsAfter: async (reads: { org: string; runId: string; after: number }[], limit: number, each: (i: number, events: unknown[]) => void) => {
         calls.push({ reads, limit });
-        return reads.map((r) => [{ seq: r.after + 1, event: { org: r.org, run_id: r.runId, seq: r.after + 1 }, traceparent: null }]);
+        reads.forEach((r, i) => each(i, [{ seq: r.after + 1, event: { org: r.org, run_id: r.runId, seq: r.after + 1 }, traceparent: null }]));
       },
     } as unknown as ReadModel;
     const config = { AGENTRUN_QUOTAS: parseQuotas(undefined), GATEWAY_SSE_MAX_STREAMS: 10 } as unknown as GatewayConfig;

@@ -34,7 +34,7 @@ export class LiveEventsHub implements OnModuleInit, OnApplicationShutdown, Readi
     @Inject(PLATFORM_CONFIG) private readonly config: GatewayConfig,
     readModel: ReadModel,
   ) {
-    this.fanout = new RunEventFanout((reads, limit) => readModel.eventsAfterMany(reads, limit));
+    this.fanout = new RunEventFanout((reads, limit, each) => readModel.eachEventsAfter(reads, limit, each));
     processMetrics().sseStreams(() => this.open);
   }
 

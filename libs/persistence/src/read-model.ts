@@ -1,4 +1,5 @@
 import { RUN_STATUSES, TERMINAL_STATUSES, type ConversationMessage, type RunEventEnvelope, type RunKind, type RunStateView, type RunStatus, type RunSummary, type SnapshotRow, type UsageGroup, type UsageTotals } from '@agentrun/contracts';
+import { Query, type PoolClient } from 'pg';
 import type { DataSource } from 'typeorm';
 import type { RunCursor } from './cursor';
 
@@ -156,24 +157,73 @@ export class ReadModel {
    */
   async eventsAfterMany(reads: readonly RunEventsRead[], limit: number): Promise<StoredRunEvent[][]> {
     const out = reads.map((): StoredRunEvent[] => []);
-    if (reads.length === 0) return out;
+    await this.eachEventsAfter(reads, limit, (i, events) => void (out[i] = events));
+    return out;
+  }
+
+  /**
+   * `eventsAfterMany`, handed over as the rows arrive: `each(i, events)` once for every read, in the
+   * order given, as soon as the rows of the reads after it start (or the result ends), so the first
+   * runs' events are used while Postgres still sends the rest. Resolves once every read was handed;
+   * if the query fails part-way it rejects, and the reads not handed yet get nothing. A throw from
+   * `each` stops the handing and rejects the same way, once the query is over.
+   */
+  async eachEventsAfter(reads: readonly RunEventsRead[], limit: number, each: (index: number, events: StoredRunEvent[]) => void): Promise<void> {
+    if (reads.length === 0) return;
+    let next = 0;
+    let run: StoredRunEvent[] = [];
+    let stopped: unknown;
+    /** Hands every read before `upTo` not handed yet: the one whose rows were gathering, then empty ones. */
+    const handUpTo = (upTo: number): void => {
+      while (stopped === undefined && next < upTo) {
+        const events = run;
+        run = [];
+        try {
+          each(next++, events);
+        } catch (err) {
+          stopped = err ?? new Error('a handler of the batched read failed');
+        }
+      }
+    };
     // A run's last_seq is looked up inside the lateral (an index probe per run: as a join, the planner
     // hashes the whole runs table for it), and only for a read whose `after` is not known to be applied:
     // COALESCE evaluates its second argument only when the first is null. Callers keep the contiguous
     // prefix, which from an applied seq is exactly the applied events.
-    const rows: (StoredRunEvent & { i: string })[] = await this.db.query(
-      `SELECT e.*, i
+    // No ORDER BY on the whole: it would be a Sort over every row, so the first row would wait for the
+    // last. A LATERAL subquery with a LIMIT on the outer row's columns can only be the inner side of a
+    // nested loop over the unnest, which yields the reads in order, each read's rows in the subquery's
+    // seq order; the handler checks that order and fails the read if it ever breaks.
+    const query = new Query(
+      `SELECT e.*, i::int AS i
          FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) WITH ORDINALITY AS v(org, run_id, after_seq, bound, i)
          CROSS JOIN LATERAL (
            SELECT ${STORED_EVENT_COLUMNS} FROM run_events ev
             WHERE ev.org = v.org AND ev.run_id = v.run_id AND ev.seq > v.after_seq
               AND ev.seq <= COALESCE(v.bound, (SELECT r.last_seq FROM runs r WHERE r.org = v.org AND r.run_id = v.run_id))
-            ORDER BY ev.seq LIMIT $5) e
-        ORDER BY i, e.seq`,
+            ORDER BY ev.seq LIMIT $5) e`,
       [reads.map((r) => r.org), reads.map((r) => r.runId), reads.map((r) => r.after), reads.map((r) => (r.afterApplied ? MAX_SEQ : null)), limit],
     );
-    for (const { i, ...event } of rows) out[Number(i) - 1].push(event);
-    return out;
+    const runner = this.db.createQueryRunner();
+    try {
+      const client = (await runner.connect()) as PoolClient;
+      await new Promise<void>((resolve, reject) => {
+        query.on('row', ({ i, ...event }: StoredRunEvent & { i: number }) => {
+          if (i - 1 < next || (run.length > 0 && i - 1 === next && event.seq <= run[run.length - 1].seq)) {
+            stopped ??= new Error(`the batched read's rows came out of order (read ${i} seq ${event.seq} after read ${next + 1}): the query plan changed`);
+            return;
+          }
+          handUpTo(i - 1);
+          run.push(event);
+        });
+        query.on('error', reject);
+        query.on('end', () => resolve());
+        client.query(query);
+      });
+    } finally {
+      await runner.release();
+    }
+    handUpTo(reads.length);
+    if (stopped !== undefined) throw stopped;
   }
 
   /** A run exists once it has an event, or once its start was accepted (its first event may be in flight). */

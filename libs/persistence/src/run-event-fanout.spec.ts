@@ -31,7 +31,11 @@ function store() {
       return release;
     },
     failNext: undefined as Error | undefined,
-    read: async (batch: RunEventsRead[], limit: number): Promise<StoredRunEvent[][]> => {
+    /** How many reads the failing read hands over before it fails (as a query failing part-way would). */
+    failAfter: 0,
+    /** Called after each read is handed over, with its index. */
+    onHanded: undefined as ((index: number) => void) | undefined,
+    read: async (batch: RunEventsRead[], limit: number, each: (index: number, events: StoredRunEvent[]) => void): Promise<void> => {
       reads.push({ runs: batch.map((r) => k(r.org, r.runId)), afters: batch.map((r) => r.after), limit });
       applied.push(batch.map((r) => r.afterApplied === true));
       const failure = db.failNext;
@@ -39,8 +43,12 @@ function store() {
       // What the query sees is what was committed when it started.
       const result = batch.map((r) => (runs.get(k(r.org, r.runId)) ?? []).filter((e) => e.seq > r.after).slice(0, limit));
       await gate;
+      for (const [i, events] of result.entries()) {
+        if (failure && i >= db.failAfter) break;
+        each(i, events);
+        db.onHanded?.(i);
+      }
       if (failure) throw failure;
-      return result;
     },
   };
   return db;
@@ -361,39 +369,51 @@ describe('RunEventFanout', () => {
     expect(db.applied[1]).toEqual([true]);
   });
 
-  it('hands a big read over in slices with a turn of the event loop between them; a run waiting for its slice is not read again until handed', async () => {
+  it('hands each run its events as soon as its rows are in, before the read is over; a run handed and touched again is read again after', async () => {
     const db = store();
-    const fanout = new RunEventFanout(db.read, { deliverySlice: 2 });
-    let turned = false;
+    const fanout = new RunEventFanout(db.read);
     const order: string[] = [];
-    const streams = ['a', 'b', 'c', 'd', 'e'].map((r) => {
+    const streams = ['a', 'b', 'c'].map((r) => {
       db.add('acme', r, 1);
       const s = sink(0);
-      const deliver = s.deliver.bind(s);
-      s.deliver = (events, after) => {
-        order.push(`${r}:${turned ? 'later turn' : 'first turn'}`);
-        // Queued during the first slice: runs before the second. It touches e, whose slice is still to come.
-        if (r === 'a') {
-          setImmediate(() => {
-            turned = true;
-            db.add('acme', 'e', 2);
-            fanout.touch('acme', 'e');
-          });
-        }
-        deliver(events, after);
-      };
       fanout.subscribe('acme', r, s);
       return s;
     });
+    db.onHanded = (i) => {
+      order.push(`handed ${i}: ${streams.map((s) => s.sent.length).join('')}`);
+      // Touched after its rows were handed, while the read still hands the others: read once more after.
+      if (i === 0 && db.reads.length === 1) {
+        db.add('acme', 'a', 2);
+        fanout.touch('acme', 'a');
+      }
+    };
     fanout.touchAll();
     await settle();
-    expect(order).toEqual(['a:first turn', 'b:first turn', 'c:later turn', 'd:later turn', 'e:later turn', 'e:later turn']);
-    // e was touched while its read was still being handed over: one more read after, from its new cursor.
-    expect(db.reads.map((r) => [r.runs.length, r.afters.at(-1)])).toEqual([
-      [5, 0],
-      [1, 1],
+    // Each stream had its frames when its own run was handed, not when the whole read ended.
+    expect(order.slice(0, 3)).toEqual(['handed 0: 100', 'handed 1: 110', 'handed 2: 111']);
+    expect(db.reads.map((r) => [r.runs, r.afters])).toEqual([
+      [['acme/a', 'acme/b', 'acme/c'], [0, 0, 0]],
+      [['acme/a'], [1]],
     ]);
-    expect(streams.map((s) => s.sent)).toEqual([[1], [1], [1], [1], [1, 2]]);
+    expect(streams.map((s) => s.sent)).toEqual([[1, 2], [1], [1]]);
+  });
+
+  it('fails, of a read that fails part-way, only the runs it had not handed yet', async () => {
+    const db = store();
+    const fanout = new RunEventFanout(db.read);
+    const streams = ['a', 'b', 'c'].map((r) => {
+      db.add('acme', r, 1);
+      const s = sink(0);
+      fanout.subscribe('acme', r, s);
+      return s;
+    });
+    db.failNext = new Error('terminating connection due to administrator command');
+    db.failAfter = 1;
+    fanout.touchAll();
+    await settle();
+    expect(streams.map((s) => s.sent)).toEqual([[1], [], []]);
+    expect(streams.map((s) => s.failures.length)).toEqual([0, 1, 1]);
+    expect(fanout.reading).toBe(0);
   });
 
   it('hands a failed read to every stream it was for, and reads again at the next touch', async () => {

@@ -1,10 +1,12 @@
 import { contiguousPrefix, type RunEventsRead, type StoredRunEvent } from './read-model';
 
 /**
- * The read model's `eventsAfterMany`: for each read, in the order given, the run's applied events after
- * its `after`, in seq order, at most `limit` per run.
+ * The read model's `eachEventsAfter`: hands `each(i, events)`, once for every read and in the order
+ * given, the run's applied events after its `after`, in seq order, at most `limit` per run, each as
+ * soon as its rows are in. Resolves once all were handed; rejects if the read failed, and the reads
+ * not handed by then get nothing.
  */
-export type ReadEventsAfterMany = (reads: RunEventsRead[], limit: number) => Promise<StoredRunEvent[][]>;
+export type ReadEventsAfterMany = (reads: RunEventsRead[], limit: number, each: (index: number, events: StoredRunEvent[]) => void) => Promise<void>;
 
 /** One open stream on a run, as the fan-out sees it. */
 export interface RunStreamSink {
@@ -39,13 +41,6 @@ export interface RunEventFanoutOptions {
   batchRuns?: number;
   /** Batched reads in flight at once (default 2); touches meanwhile wait and fold into the next read. */
   concurrency?: number;
-  /**
-   * Streams handed their events between two turns of the event loop (default 64). Node flushes a
-   * response's writes only once the turn that made them ends, so without turns the first stream's frame
-   * leaves with the last one's; with them the first frames are on the wire, and the clients reading,
-   * while the rest are written, and a notice or request that arrives meanwhile is not held up.
-   */
-  deliverySlice?: number;
 }
 
 interface Feed {
@@ -77,8 +72,8 @@ const MIN_PER_RUN = 10;
  * run, each run from the lowest cursor among its streams, and each stream sends only what is past its
  * own cursor. A run already in a read is not read twice at once: touches meanwhile fold into one more
  * read after it. Without this, 1,000 streams on 1,000 runs cost 1,000 queries per commit against the
- * pool; with it, one. A read is handed to its streams in slices (`deliverySlice`), a turn of the event
- * loop between them, so the first frames leave while the rest are written.
+ * pool; with it, one. Each run's events are handed to its streams as the read's rows arrive, so the
+ * first frames leave while Postgres still sends the rest.
  */
 export class RunEventFanout {
   private readonly feeds = new Map<string, Feed>();
@@ -90,7 +85,6 @@ export class RunEventFanout {
   private readonly batchRows: number;
   private readonly batchRuns: number;
   private readonly concurrency: number;
-  private readonly deliverySlice: number;
 
   constructor(
     private readonly read: ReadEventsAfterMany,
@@ -100,7 +94,6 @@ export class RunEventFanout {
     this.batchRows = options.batchRows ?? 10_000;
     this.batchRuns = options.batchRuns ?? 1_000;
     this.concurrency = options.concurrency ?? 2;
-    this.deliverySlice = options.deliverySlice ?? 64;
   }
 
   /** Adds a stream to its run's feed; returns the function that removes it. */
@@ -187,32 +180,31 @@ export class RunEventFanout {
 
   private async readShares(shares: Share[]): Promise<void> {
     const limit = Math.min(this.page, Math.max(MIN_PER_RUN, Math.floor(this.batchRows / shares.length)));
-    let results: StoredRunEvent[][] | undefined;
+    // Each run is handed its events as soon as its rows are in, while the rest are still coming: the
+    // first streams' frames are on the wire before Postgres has sent the last run's rows.
+    let handed = 0;
     let error: unknown;
     try {
-      results = await this.read(
+      await this.read(
         shares.map((s) => ({ org: s.feed.org, runId: s.feed.runId, after: s.after, afterApplied: s.afterApplied })),
         limit,
+        (i, events) => {
+          handed = i + 1;
+          this.deliverShare(shares[i], events, limit, undefined);
+        },
       );
     } catch (err) {
       error = err ?? new Error('the batched read failed');
     }
-    // These runs stay `reading` until their streams have been handed this read, so a touch meanwhile
-    // folds into one more read after it; the read counts against `concurrency` until then too.
-    let handed = 0;
-    for (const [i, share] of shares.entries()) {
-      if (handed >= this.deliverySlice) {
-        handed = 0;
-        await new Promise<void>((resolve) => setImmediate(resolve));
-      }
-      handed += this.deliverShare(share, results === undefined ? undefined : (results[i] ?? []), limit, error);
-    }
+    // Runs the read did not reach (it failed part-way) stay `reading` until now, so a touch meanwhile
+    // folds into one more read after this one; the read counts against `concurrency` until then too.
+    for (const share of shares.slice(handed)) this.deliverShare(share, undefined, limit, error);
     this.inFlight--;
     this.flush();
   }
 
-  /** Hands one run's read to its streams (or its failure); returns how many streams it was handed to. */
-  private deliverShare({ feed, ready, after }: Share, rows: StoredRunEvent[] | undefined, limit: number, error: unknown): number {
+  /** Hands one run's read to its streams, or its failure. */
+  private deliverShare({ feed, ready, after }: Share, rows: StoredRunEvent[] | undefined, limit: number, error: unknown): void {
     feed.reading = false;
     // A stream that left meanwhile gets nothing; one that joined meanwhile read for itself.
     const open = ready.filter((sink) => feed.sinks.has(sink));
@@ -235,7 +227,6 @@ export class RunEventFanout {
       }
     }
     if (feed.again && this.feeds.get(feed.key) === feed) this.queue.add(feed);
-    return open.length;
   }
 }
 
