@@ -43,7 +43,7 @@
  * histories, each run's time line: publish -> workflow started -> closed -> terminal, workflow-task
  * and activity waits and run times (the bare runs' beside them).
  *
- *   npm run bench:load -- [rates=1,2,5,10,20,40] [seconds per step=30]
+ *   npm run bench:load -- [rates=1,2,4,6,8,10,12,14,16,20,25] [seconds per step=20]
  */
 import { request } from 'node:http';
 import { performance } from 'node:perf_hooks';
@@ -60,8 +60,8 @@ import { waitFor } from '../support/wait';
 
 const ORG = 'bench';
 const MAX_STEPS = 4;
-const RATES = (process.argv[2] ?? '1,2,5,10,20,40').split(',').map(Number);
-const SECONDS_PER_STEP = Number(process.argv[3] ?? 30);
+const RATES = (process.argv[2] ?? '1,2,4,6,8,10,12,14,16,20,25').split(',').map(Number);
+const SECONDS_PER_STEP = Number(process.argv[3] ?? 20);
 const BOUND_MS = 10_000; // p99 publish -> terminal above this ends the ladder
 const DRAIN_MS = 90_000; // a run not `done` this long after its step's last publish is lost
 const CHANNEL = 'agentrun_run_events';
