@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { RunEventEnvelope, RunStatus } from '@agentrun/contracts';
 import { applyRunEvents, contiguousPrefix, createDataSource, migrate, ReadModel, RUN_EVENTS_CHANNEL, shippedMigrations } from '@agentrun/persistence';
 import { Client } from 'pg';
@@ -137,11 +138,13 @@ describe('the projection into Postgres', () => {
     expect(known.map((events, i) => contiguousPrefix(events, reads[i].after))).toEqual(got);
     // A resume point only claimed (3, in m8's gap) is checked against the bound: 4 is stored, not applied.
     expect(await readModel.eventsAfterMany([{ org: 'acme', runId: 'm8', after: 3 }], 3)).toEqual([[]]);
-    // Handed over as the rows come: every read once, in the order given, the empty ones too, each
-    // before the query is over when a later read has rows.
-    const handed: [number, number[]][] = [];
-    await readModel.eachEventsAfter(reads, 3, (i, events) => handed.push([i, events.map((e) => e.seq)]));
-    expect(handed).toEqual(got.map((events, i) => [i, events.map((e) => e.seq)]));
+    // Handed over as the rows come: every read once, in the order given, the empty ones too, each in
+    // the caller's async context (the rows arrive in that of whoever opened the pooled connection, which
+    // the reads above opened outside this one).
+    const handed: [number, number[], string | undefined][] = [];
+    const context = new AsyncLocalStorage<string>();
+    await context.run('the reader', () => readModel.eachEventsAfter(reads, 3, (i, events) => handed.push([i, events.map((e) => e.seq), context.getStore()])));
+    expect(handed).toEqual(got.map((events, i) => [i, events.map((e) => e.seq), 'the reader']));
     // A handler that throws stops the handing; the read rejects with its error once the query is over.
     const seen: number[] = [];
     await expect(

@@ -1,4 +1,5 @@
 import { RUN_STATUSES, TERMINAL_STATUSES, type ConversationMessage, type RunEventEnvelope, type RunKind, type RunStateView, type RunStatus, type RunSummary, type SnapshotRow, type UsageGroup, type UsageTotals } from '@agentrun/contracts';
+import { AsyncResource } from 'node:async_hooks';
 import { Query, type PoolClient } from 'pg';
 import type { DataSource } from 'typeorm';
 import type { RunCursor } from './cursor';
@@ -193,30 +194,33 @@ export class ReadModel {
     // last. A LATERAL subquery with a LIMIT on the outer row's columns can only be the inner side of a
     // nested loop over the unnest, which yields the reads in order, each read's rows in the subquery's
     // seq order; the handler checks that order and fails the read if it ever breaks.
-    const query = new Query(
-      `SELECT e.*, i::int AS i
+    const text = `SELECT e.*, i::int AS i
          FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) WITH ORDINALITY AS v(org, run_id, after_seq, bound, i)
          CROSS JOIN LATERAL (
            SELECT ${STORED_EVENT_COLUMNS} FROM run_events ev
             WHERE ev.org = v.org AND ev.run_id = v.run_id AND ev.seq > v.after_seq
               AND ev.seq <= COALESCE(v.bound, (SELECT r.last_seq FROM runs r WHERE r.org = v.org AND r.run_id = v.run_id))
-            ORDER BY ev.seq LIMIT $5) e`,
-      [reads.map((r) => r.org), reads.map((r) => r.runId), reads.map((r) => r.after), reads.map((r) => (r.afterApplied ? MAX_SEQ : null)), limit],
-    );
+            ORDER BY ev.seq LIMIT $5) e`;
+    const params = [reads.map((r) => r.org), reads.map((r) => r.runId), reads.map((r) => r.after), reads.map((r) => (r.afterApplied ? MAX_SEQ : null)), limit];
+    // Rows arrive in the pool socket's async context, which is that of whatever request opened the
+    // connection: the handler runs in this read's own (the log context and span of its caller).
+    const onRow = AsyncResource.bind(({ i, ...event }: StoredRunEvent & { i: number }): void => {
+      if (i - 1 < next || (run.length > 0 && i - 1 === next && event.seq <= run[run.length - 1].seq)) {
+        stopped ??= new Error(`the batched read's rows came out of order (read ${i} seq ${event.seq} after read ${next + 1}): the query plan changed`);
+        return;
+      }
+      handUpTo(i - 1);
+      run.push(event);
+    });
     const runner = this.db.createQueryRunner();
     try {
       const client = (await runner.connect()) as PoolClient;
       await new Promise<void>((resolve, reject) => {
-        query.on('row', ({ i, ...event }: StoredRunEvent & { i: number }) => {
-          if (i - 1 < next || (run.length > 0 && i - 1 === next && event.seq <= run[run.length - 1].seq)) {
-            stopped ??= new Error(`the batched read's rows came out of order (read ${i} seq ${event.seq} after read ${next + 1}): the query plan changed`);
-            return;
-          }
-          handUpTo(i - 1);
-          run.push(event);
-        });
-        query.on('error', reject);
-        query.on('end', () => resolve());
+        // The callback, not the `error` event: with a `query_timeout` node-postgres reports a
+        // failure only to the callback. (A query with a callback keeps its rows until it ends, as the
+        // whole-result read did; a read holds at most `limit` rows per run.)
+        const query = new Query(text, params, (err: Error | undefined) => (err ? reject(err) : resolve()));
+        query.on('row', onRow);
         client.query(query);
       });
     } finally {
