@@ -52,6 +52,24 @@ export interface StoredRunEvent {
 /** The columns of a `StoredRunEvent`, from `run_events` as `ev`. */
 const STORED_EVENT_COLUMNS = 'ev.seq, ev.event, ev.traceparent';
 
+/**
+ * The batched read of `eachEventsAfter`. A run's last_seq is looked up inside the lateral (an index
+ * probe per run: as a join, the planner hashes the whole runs table for it), and only for a read whose
+ * `after` is not known to be applied: COALESCE evaluates its second argument only when the first is
+ * null. Callers keep the contiguous prefix, which from an applied seq is exactly the applied events.
+ * No ORDER BY on the whole: it would be a Sort over every row, so the first row would wait for the
+ * last. A LATERAL subquery with a LIMIT on the outer row's columns can only be the inner side of a
+ * nested loop over the unnest, which yields the reads in order, each read's rows in the subquery's seq
+ * order; the row handler checks that order and fails the read if it ever breaks.
+ */
+const EVENTS_AFTER_MANY_SQL = `SELECT e.*, i::int AS i
+  FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) WITH ORDINALITY AS v(org, run_id, after_seq, bound, i)
+  CROSS JOIN LATERAL (
+    SELECT ${STORED_EVENT_COLUMNS} FROM run_events ev
+     WHERE ev.org = v.org AND ev.run_id = v.run_id AND ev.seq > v.after_seq
+       AND ev.seq <= COALESCE(v.bound, (SELECT r.last_seq FROM runs r WHERE r.org = v.org AND r.run_id = v.run_id))
+     ORDER BY ev.seq LIMIT $5) e`;
+
 /** One run's part of a batched read: its events after `after`. */
 export interface RunEventsRead {
   org: string;
@@ -157,8 +175,9 @@ export class ReadModel {
    * applied, gets an empty list). Each read names its org: no run of another org is read.
    */
   async eventsAfterMany(reads: readonly RunEventsRead[], limit: number): Promise<StoredRunEvent[][]> {
-    const out = reads.map((): StoredRunEvent[] => []);
-    await this.eachEventsAfter(reads, limit, (i, events) => void (out[i] = events));
+    const out: StoredRunEvent[][] = [];
+    // Every read is handed once, in order.
+    await this.eachEventsAfter(reads, limit, (_, events) => void out.push(events));
     return out;
   }
 
@@ -186,21 +205,6 @@ export class ReadModel {
         }
       }
     };
-    // A run's last_seq is looked up inside the lateral (an index probe per run: as a join, the planner
-    // hashes the whole runs table for it), and only for a read whose `after` is not known to be applied:
-    // COALESCE evaluates its second argument only when the first is null. Callers keep the contiguous
-    // prefix, which from an applied seq is exactly the applied events.
-    // No ORDER BY on the whole: it would be a Sort over every row, so the first row would wait for the
-    // last. A LATERAL subquery with a LIMIT on the outer row's columns can only be the inner side of a
-    // nested loop over the unnest, which yields the reads in order, each read's rows in the subquery's
-    // seq order; the handler checks that order and fails the read if it ever breaks.
-    const text = `SELECT e.*, i::int AS i
-         FROM unnest($1::text[], $2::text[], $3::int[], $4::int[]) WITH ORDINALITY AS v(org, run_id, after_seq, bound, i)
-         CROSS JOIN LATERAL (
-           SELECT ${STORED_EVENT_COLUMNS} FROM run_events ev
-            WHERE ev.org = v.org AND ev.run_id = v.run_id AND ev.seq > v.after_seq
-              AND ev.seq <= COALESCE(v.bound, (SELECT r.last_seq FROM runs r WHERE r.org = v.org AND r.run_id = v.run_id))
-            ORDER BY ev.seq LIMIT $5) e`;
     const params = [reads.map((r) => r.org), reads.map((r) => r.runId), reads.map((r) => r.after), reads.map((r) => (r.afterApplied ? MAX_SEQ : null)), limit];
     // Rows arrive in the pool socket's async context, which is that of whatever request opened the
     // connection: the handler runs in this read's own (the log context and span of its caller).
@@ -219,7 +223,7 @@ export class ReadModel {
         // The callback, not the `error` event: with a `query_timeout` node-postgres reports a
         // failure only to the callback. (A query with a callback keeps its rows until it ends, as the
         // whole-result read did; a read holds at most `limit` rows per run.)
-        const query = new Query(text, params, (err: Error | undefined) => (err ? reject(err) : resolve()));
+        const query = new Query(EVENTS_AFTER_MANY_SQL, params, (err: Error | undefined) => (err ? reject(err) : resolve()));
         query.on('row', onRow);
         client.query(query);
       });
