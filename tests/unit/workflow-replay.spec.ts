@@ -22,10 +22,13 @@ import { REPO_ROOT } from '../support/stack-env';
  * `-by-activity-every-20` ones publish by activity with the marker of the patch that upserts
  * `CurrentStep` every 20 steps (runs started with AGENTRUN_RUN_EVENTS_VIA=activity). The
  * `-carried-cpu-only` ones carry events on their `cpu-tools` calls (an extra argument), the rest by
- * activity, the GPU steps' events among them. The rest are today's shape: the `gpu-tools` calls carry
- * too, and a research child's model call carries the events its parent handed it in its input (the
- * `gpu-calls-carry-run-events` and `research-children-carry-run-events` patch markers;
- * `research-agent-uncarried` is a child started before, without events in its input).
+ * activity, the GPU steps' events among them. The `-patch-markers` ones carry as today: the `gpu-tools`
+ * calls carry too, and a research child's model call carries the events its parent handed it in its
+ * input, each behaviour under a marker of its own (`gpu-calls-carry-run-events`,
+ * `current-step-upserted-every-20-steps`, `research-children-carry-run-events`, each with its
+ * `TemporalChangeVersion` upsert; `research-agent-uncarried` is a child started before, without events
+ * in its input). The rest are today's shape: the same calls under one marker, `agent-run-baseline-2026-12`,
+ * which stands for every patch an AgentRun asks.
  *
  * `eval-run-cancelled` is an EvalRun cancelled while two cases ran, recorded in the workflow tier before
  * its cases waited for their own answer at a cancel: it fails if that behaviour reaches such runs unpatched.
@@ -56,6 +59,9 @@ describe('workflow code replays the saved histories', () => {
         'agent-run-carried-cpu-only.history.pb',
         'snapshot-series-carried-cpu-only.history.pb',
         'fork-carried-cpu-only.history.pb',
+        'agent-run-patch-markers.history.pb',
+        'snapshot-series-patch-markers.history.pb',
+        'fork-patch-markers.history.pb',
         'eval-run-cancelled.history.pb',
       ]),
     );

@@ -67,6 +67,20 @@ describe('AgentRun', () => {
       // The attributes the run upserts are registered on the test server, as the stack registers them.
       const attributes = (await handle.describe()).typedSearchAttributes;
       expect([attributes.get(AGENT_STATUS_KEY), attributes.get(CURRENT_STEP_KEY)]).toEqual(['done', 4]);
+      // Every patch this run took (its GPU call and its research child carrying events, CurrentStep every
+      // 20 steps) is under one marker, the baseline's, asked in the first task: one marker and one
+      // `TemporalChangeVersion` upsert, not one of each per patch.
+      const history = (await handle.fetchHistory()).events ?? [];
+      const patches = history.flatMap((e) => {
+        const marker = e.markerRecordedEventAttributes;
+        if (marker?.markerName !== 'core_patch') return [];
+        const data = marker.details?.['patch-data']?.payloads?.[0]?.data;
+        return [{ id: (JSON.parse(Buffer.from(data ?? []).toString()) as { id: string }).id, task: Number(marker.workflowTaskCompletedEventId) }];
+      });
+      const firstTask = eventId(history.find((e) => e.workflowTaskCompletedEventAttributes));
+      expect(patches).toEqual([{ id: 'agent-run-baseline-2026-12', task: firstTask }]);
+      const upserted = history.flatMap((e) => Object.keys(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {}).sort().join('+') || []);
+      expect(upserted).toEqual(['TemporalChangeVersion', 'AgentStatus+CurrentStep', 'AgentStatus+CurrentStep']);
     });
   });
 
@@ -95,7 +109,7 @@ describe('AgentRun', () => {
         const history = (await handle.fetchHistory()).events ?? [];
         const scheduled = history.map((e) => e.activityTaskScheduledEventAttributes?.activityType?.name).filter(Boolean);
         expect(scheduled).toEqual(['prepareWorkspace', 'callModel', 'runTool', 'runTool']);
-        // Upserts: the SDK's `TemporalChangeVersion` for the one patch this behaviour is under, then `running` and `done`.
+        // Upserts: the SDK's `TemporalChangeVersion` for the one marker this behaviour is under (the baseline's), then `running` and `done`.
         const upserted = history.flatMap((e) => Object.keys(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {}).sort().join('+') || []);
         expect(upserted).toEqual(['TemporalChangeVersion', 'AgentStatus+CurrentStep', 'AgentStatus+CurrentStep']);
       });
@@ -118,7 +132,7 @@ describe('AgentRun', () => {
       // Every event went out in an activity's input: in the history, so only what completed tasks emitted.
       const published = history.flatMap((e) => (e.activityTaskScheduledEventAttributes?.activityType?.name === 'publishRunEvents' ? [e.activityTaskScheduledEventAttributes] : []));
       expect(published.length).toBeGreaterThanOrEqual(1);
-      // One marker, the patch `CurrentStep` every 20 steps is under; no step of three upserts it.
+      // One marker, the baseline's, which `CurrentStep` every 20 steps is under; no step of three upserts it.
       const markers = history.flatMap((e) => (e.markerRecordedEventAttributes ? [e.markerRecordedEventAttributes.markerName] : []));
       expect(markers).toEqual(['core_patch']);
       const upserted = history.flatMap((e) => Object.keys(e.upsertWorkflowSearchAttributesEventAttributes?.searchAttributes?.indexedFields ?? {}).sort().join('+') || []);

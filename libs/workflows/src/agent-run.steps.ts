@@ -1,4 +1,4 @@
-import { ActivityFailure, ApplicationFailure, executeChild, patched, proxyActivities, TimeoutFailure, upsertSearchAttributes } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, executeChild, proxyActivities, TimeoutFailure, upsertSearchAttributes } from '@temporalio/workflow';
 import { TOOL_NAMES } from '@agentrun/contracts';
 import type { AgentActivities, AgentRunInput, ChatTurn, ModelCall, ModelReply, ResearchAnswer, ToolCall, ToolResult, ToolTimeouts, WorkspacePlacement } from './agent-run.types';
 import type { Step } from './agent-run.plan';
@@ -6,6 +6,7 @@ import type { AgentLoopState, StepOutcome } from './agent-run.state';
 import { applyReply, applyToolResult } from './conversation';
 import { digest } from './digest';
 import { CARRIED_EVENTS_KEY, publishesBySink, type Outbox } from './outbox';
+import type { Patches } from './patches';
 import { ResearchAgent } from './research-agent.workflow';
 import { FOREVER, MODEL_RETRY, TOOL_RETRY } from './retry-policies';
 import { CURRENT_STEP_KEY } from './search-attributes';
@@ -164,11 +165,12 @@ export class StepExecutor {
     private readonly run: AgentLoopState,
     private readonly activities: AgentRunActivities,
     private readonly outbox: Outbox,
+    patches: Patches,
     private readonly hosts?: WorkspaceMover,
   ) {
     // Asked while the executor is built, in the execution's first task, so the marker lands there.
-    this.sparseCurrentStep = publishesBySink(input.events_via) || patched(SPARSE_CURRENT_STEP_PATCH);
-    this.saysMessages = input.policy === 'llm' && patched(STEP_MESSAGES_PATCH);
+    this.sparseCurrentStep = publishesBySink(input.events_via, patches) || patches.has(SPARSE_CURRENT_STEP_PATCH);
+    this.saysMessages = input.policy === 'llm' && patches.has(STEP_MESSAGES_PATCH);
   }
 
   /** A tool `plan()` chose. */
@@ -398,7 +400,7 @@ export type ChatTurnShown = ChatTurn & { truncated?: true };
 const MESSAGE_TEXT_MAX = 8_000;
 /** The conversation one step event says at most (characters of JSON), well under a Kafka record's 1 MiB. */
 const MESSAGES_EVENT_MAX = 200_000;
-const STEP_MESSAGES_PATCH = 'agent-run-step-messages';
+export const STEP_MESSAGES_PATCH = 'agent-run-step-messages';
 
 /**
  * A text as a run event can carry it: at most `max` UTF-16 units, never cutting a surrogate pair in

@@ -1,12 +1,13 @@
-import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, ContinueAsNew, continueAsNew, getExternalWorkflowHandle, patched, workflowInfo } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, ContinueAsNew, continueAsNew, getExternalWorkflowHandle, workflowInfo } from '@temporalio/workflow';
 import type { BudgetShortfall } from '@agentrun/contracts';
 import { BUDGET_EXHAUSTED, type AgentRunInput, type AgentRunResult } from './agent-run.types';
 import { registerAgentRunHandlers } from './agent-run.handlers';
 import { caseBudgetExhaustedSignal } from './definitions';
 import { RunLifecycle } from './agent-run.lifecycle';
 import { AgentLoopState, type StepOutcome } from './agent-run.state';
-import { agentRunActivities, hostWaitSecondsOf, StepExecutor } from './agent-run.steps';
-import { openOutbox } from './outbox';
+import { agentRunActivities, GPU_CALLS_CARRY_PATCH, hostWaitSecondsOf, RESEARCH_CARRY_PATCH, SPARSE_CURRENT_STEP_PATCH, STEP_MESSAGES_PATCH, StepExecutor } from './agent-run.steps';
+import { openOutbox, PUBLISH_BY_SINK_PATCH } from './outbox';
+import { patchesSince, type Patches } from './patches';
 import { openSnapshotSeries, type SnapshotSeries } from './snapshot-series';
 import { recoveryConfig, WorkspaceHosts, type SeriesSlot } from './workspace-hosts';
 import type { SnapshotSeriesConfig } from './agent-run.types';
@@ -19,8 +20,19 @@ import type { SnapshotSeriesConfig } from './agent-run.types';
  * workflow histories already recorded replay only if commands come in the same order.
  */
 export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
+  // First thing: the baseline's marker must land in the execution's first task.
+  const patches = agentRunPatches();
   const run = new AgentLoopState(input, workflowInfo().workflowId);
-  const outbox = openOutbox({ org: input.org, run_id: input.run_id, kind: 'agent', lane: input.lanes.agentWorkflows, firstSeq: run.firstSeq, state: () => run.view(workflowInfo().historyLength), ...(input.events_via ? { eventsVia: input.events_via } : {}) });
+  const outbox = openOutbox({
+    org: input.org,
+    run_id: input.run_id,
+    kind: 'agent',
+    lane: input.lanes.agentWorkflows,
+    firstSeq: run.firstSeq,
+    state: () => run.view(workflowInfo().historyLength),
+    patches,
+    ...(input.events_via ? { eventsVia: input.events_via } : {}),
+  });
   const activities = agentRunActivities(input, run.timeouts, run.placement, (a, since) => outbox.carry(a, since));
   // On a workspace host's queue a capture waits at most as long as any host work before the host counts as lost.
   const hostWaitS = hostWaitSecondsOf(run.timeouts);
@@ -51,7 +63,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
   };
   const hosts: WorkspaceHosts = new WorkspaceHosts(input, run, activities, outbox, slot, openRecovery);
   const lifecycle = new RunLifecycle(input, run, outbox, slot, activities);
-  const steps = new StepExecutor(input, run, activities, outbox, hosts);
+  const steps = new StepExecutor(input, run, activities, outbox, patches, hosts);
   registerAgentRunHandlers(run, lifecycle, outbox, slot, input.budget_run_id);
 
   try {
@@ -95,7 +107,7 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
         const shortfall = budgetShortfallOf(err);
         if (!shortfall) throw err;
         // Raised while the call was out: it was refused under the old limits, so it is tried again at once.
-        if (run.spendLimit !== limitsAtStep && patched(RETRY_AFTER_RAISE_PATCH)) continue;
+        if (run.spendLimit !== limitsAtStep && patches.has(RETRY_AFTER_RAISE_PATCH)) continue;
         lifecycle.budgetExhausted(run.step, shortfall);
         await tellBudgetRun(input, limitsAtStep ?? {}, shortfall);
         continue;
@@ -116,6 +128,17 @@ export async function AgentRun(input: AgentRunInput): Promise<AgentRunResult> {
 }
 
 const RETRY_AFTER_RAISE_PATCH = 'agent-run-retry-refusal-after-raise';
+
+/**
+ * The marker that stands for every patch an AgentRun asks: executions recorded with it take them all
+ * (as new executions did when each was asked on its own). A patch added later is asked on its own,
+ * until a next baseline covers it too.
+ */
+export const AGENT_RUN_BASELINE_PATCH = 'agent-run-baseline-2026-12';
+
+function agentRunPatches(): Patches {
+  return patchesSince(AGENT_RUN_BASELINE_PATCH, [PUBLISH_BY_SINK_PATCH, GPU_CALLS_CARRY_PATCH, RESEARCH_CARRY_PATCH, SPARSE_CURRENT_STEP_PATCH, STEP_MESSAGES_PATCH, RETRY_AFTER_RAISE_PATCH]);
+}
 
 /**
  * An eval's agent case paused on the eval's budget tells its eval, which pauses too (no further case

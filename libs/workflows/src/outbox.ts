@@ -1,6 +1,7 @@
 import { CancellationScope, condition, patched, proxyActivities, proxySinks, type Sinks } from '@temporalio/workflow';
 import type { RunEventEnvelope, RunEventFieldsOf, RunEventType, RunKind, RunState } from '@agentrun/contracts';
 import type { PublishActivities } from './agent-run.types';
+import type { Patches } from './patches';
 import { FOREVER } from './retry-policies';
 
 /** Executions that publish by activity send batches of at most this many events per activity. */
@@ -113,7 +114,17 @@ export const PUBLISH_BY_SINK_PATCH = 'run-events-published-by-the-workflow-task'
 
 export type EventsVia = 'activity' | 'carried';
 
-type OutboxOptions = { org: string; run_id: string; kind: RunKind; lane: string; firstSeq: number; state: () => RunState; eventsVia?: EventsVia };
+type OutboxOptions = {
+  org: string;
+  run_id: string;
+  kind: RunKind;
+  lane: string;
+  firstSeq: number;
+  state: () => RunState;
+  eventsVia?: EventsVia;
+  /** How `carry` and `carryWith` ask their `since` patch (default: the SDK's `patched`). */
+  patches?: Patches;
+};
 
 /**
  * The run's outbox: seq is assigned here and nowhere else, and events leave in seq order. New
@@ -122,7 +133,7 @@ type OutboxOptions = { org: string; run_id: string; kind: RunKind; lane: string;
  */
 export function openOutbox(options: OutboxOptions): Outbox {
   if (options.eventsVia === 'carried') return carriedOutbox(options);
-  return publishesBySink(options.eventsVia) ? sinkOutbox(options) : activityOutbox(options);
+  return publishesBySink(options.eventsVia, options.patches) ? sinkOutbox(options) : activityOutbox(options);
 }
 
 /**
@@ -130,8 +141,8 @@ export function openOutbox(options: OutboxOptions): Outbox {
  * activity. Asked once per execution, first thing (the patch's marker goes in its first task); an
  * execution whose input asks for the activity never asks `patched`, so it records no marker either.
  */
-export function publishesBySink(eventsVia: EventsVia | undefined): boolean {
-  return eventsVia === undefined && patched(PUBLISH_BY_SINK_PATCH);
+export function publishesBySink(eventsVia: EventsVia | undefined, patches?: Patches): boolean {
+  return eventsVia === undefined && (patches ? patches.has(PUBLISH_BY_SINK_PATCH) : patched(PUBLISH_BY_SINK_PATCH));
 }
 
 function envelope(options: OutboxOptions, seq: number, type: RunEventType, fields: object | undefined): RunEventEnvelope {
@@ -220,6 +231,7 @@ function activityOutbox(options: OutboxOptions): Outbox {
 function carriedOutbox(options: OutboxOptions): Outbox {
   const publisher = proxyActivities<PublishActivities>({ taskQueue: options.lane, startToCloseTimeout: '30s', retry: FOREVER });
   const { runEvents: watch } = proxySinks<RunEventSinks>();
+  const has = (id: string): boolean => (options.patches ? options.patches.has(id) : patched(id));
   const unconfirmed: RunEventEnvelope[] = [];
   let seq = options.firstSeq;
   let confirmed = options.firstSeq;
@@ -283,7 +295,7 @@ function carriedOutbox(options: OutboxOptions): Outbox {
     },
     seq: () => seq,
     carry<T extends object>(activities: T, since?: string): T {
-      if (since !== undefined && !patched(since)) return activities;
+      if (since !== undefined && !has(since)) return activities;
       return new Proxy(activities, {
         get(target, name, receiver) {
           const property = Reflect.get(target, name, receiver) as unknown;
@@ -295,7 +307,7 @@ function carriedOutbox(options: OutboxOptions): Outbox {
       });
     },
     carryWith<R>(send: (carried: CarriedEvents | undefined) => Promise<R | CarriedResult>, since?: string): Promise<R> {
-      if (since !== undefined && !patched(since)) return send(undefined) as Promise<R>;
+      if (since !== undefined && !has(since)) return send(undefined) as Promise<R>;
       return viaCarrier(send) as Promise<R>;
     },
   };
