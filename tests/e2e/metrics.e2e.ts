@@ -51,12 +51,13 @@ describe('GET /metrics on every app', () => {
     }
     const model = ['agentrun_model_call_duration_seconds', 'agentrun_model_tokens_total'];
     // With the reader of model reply deltas, its count of records it skipped.
-    expect(families.gateway).toEqual(['agentrun_event_visible_seconds', 'agentrun_http_request_duration_seconds', 'agentrun_http_requests_total', 'agentrun_run_token_records_unreadable_total', 'agentrun_sse_errors_total', 'agentrun_sse_streams']);
+    // Both start workflows (the gateway for commands sent over HTTP): each counts its starts.
+    expect(families.gateway).toEqual(['agentrun_event_visible_seconds', 'agentrun_http_request_duration_seconds', 'agentrun_http_requests_total', 'agentrun_run_token_records_unreadable_total', 'agentrun_sse_errors_total', 'agentrun_sse_streams', 'agentrun_workflow_starts_total']);
     // With the workflows role, the run-event publisher's two counters (made with the workflow worker).
     const publishing = ['agentrun_run_event_publish_failures_total', 'agentrun_run_events_published_total'];
     // And the stalled-carrier watch's counter, made with the workflow worker too.
     // With the cpu-tools role, the calls told to wait for a rate-limit turn and the reply deltas not sent.
-    expect(families.orchestrator).toEqual(['agentrun_commands_total', 'agentrun_dlq_total', 'agentrun_kafka_consumer_lag', 'agentrun_model_call_duration_seconds', 'agentrun_model_rate_limit_waits_total', 'agentrun_model_tokens_total', ...publishing, 'agentrun_run_token_deltas_dropped_total', 'agentrun_stalled_carrier_events_total']);
+    expect(families.orchestrator).toEqual(['agentrun_commands_total', 'agentrun_dlq_total', 'agentrun_kafka_consumer_lag', 'agentrun_model_call_duration_seconds', 'agentrun_model_rate_limit_waits_total', 'agentrun_model_tokens_total', ...publishing, 'agentrun_run_token_deltas_dropped_total', 'agentrun_stalled_carrier_events_total', 'agentrun_workflow_starts_total']);
     expect(families.projector).toEqual(['agentrun_dlq_total', 'agentrun_kafka_consumer_lag', 'agentrun_projector_batch_duration_seconds', 'agentrun_projector_events_total', 'agentrun_runs_active']);
     // The GPU worker's model clients are made for the first eval that needs one, its publishing counters
     // with the first GPU call that carries run events; the snapshotter calls no model.
@@ -114,6 +115,10 @@ describe('GET /metrics on every app', () => {
     expect(total(after, 'agentrun_commands_total', { type: 'unknown', outcome: 'rejected', reason: 'unknown_type' })).toBe(1);
     expect(after.filter((s) => s.name === 'agentrun_commands_total').map((s) => s.labels.type)).not.toContain('agent.teleport');
     expect(total(after, 'agentrun_dlq_total', { topic: platform.topic(TOPICS.commandsDlq), reason: 'not_json' })).toBe(1);
+    // The run was started eagerly: the orchestrator runs the workflow worker too, so the first task went
+    // straight to it (AGENTRUN_EAGER_WORKFLOW_START), not through the server's matching.
+    const starts = (s: Sample[], eager: string) => total(s, 'agentrun_workflow_starts_total', { eager });
+    expect([starts(after, 'true') - starts(before.orchestrator, 'true'), starts(after, 'false') - starts(before.orchestrator, 'false')]).toEqual([1, 0]);
 
     // Events projected equal the distinct events published for the run.
     const published = await waitFor('the run events on the topic', () => {

@@ -1,4 +1,5 @@
 import {
+  bool,
   commandKeySpec,
   databaseSpec,
   eventSigningSpec,
@@ -87,6 +88,12 @@ export const orchestratorSpec = {
    * waiting for its turn under a shared rate limit holds none: its run waits on a timer.
    */
   CPU_TOOL_SLOTS: int(100, 1, 1_000),
+  /**
+   * With the `commands` and `workflows` roles in one process, a run's workflow is started eagerly: its first
+   * task goes straight to this process's workflow worker (when it has a free slot), not through the
+   * server's matching and a poll. Off, or in a process without both roles, starts go through the server.
+   */
+  AGENTRUN_EAGER_WORKFLOW_START: bool(true),
   /** Commands decided at once, one per partition (a partition's commands stay in order). */
   COMMAND_CONCURRENCY: int(3, 1, 64),
   /** A workflow bundle made at build time; without it the worker bundles at start. */

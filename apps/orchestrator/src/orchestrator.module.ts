@@ -3,7 +3,7 @@ import { CommandAuthenticator, commandServiceProvider } from '@agentrun/commands
 import { TOPICS } from '@agentrun/contracts';
 import { KafkaBusTransport } from '@agentrun/kafka';
 import { CommandKeyStore } from '@agentrun/persistence';
-import { Database, HealthController, Kafka, KAFKA_TOPICS_USED, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
+import { Database, HealthController, Kafka, KAFKA_TOPICS_USED, LOCAL_WORKFLOW_STARTS, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { COMMAND_GROUP, CommandConsumer } from './command-consumer';
 import type { OrchestratorConfig, OrchestratorRole } from './config';
 import { TemporalWorkers } from './temporal-workers';
@@ -52,6 +52,8 @@ export class OrchestratorModule {
       ...(needs.database ? [Database] : []),
       ...(needs.kafka ? [Kafka] : []),
       ...(workers ? [TemporalWorkers] : []),
+      // Commands and the workflow worker in one process: starts hand the first task to that worker at once.
+      ...(commands && roles.has('workflows') && config.AGENTRUN_EAGER_WORKFLOW_START ? [{ provide: LOCAL_WORKFLOW_STARTS, useExisting: TemporalWorkers }] : []),
       ...(commands
         ? [
             Temporal,

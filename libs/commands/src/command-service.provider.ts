@@ -1,7 +1,7 @@
 import type { FactoryProvider } from '@nestjs/common';
 import { createObjectStore, objectStoreConfigOf } from '@agentrun/archive';
 import { modelEndpointNames, type Quotas, type RunDefaultsConfig, type TemporalConfig } from '@agentrun/config';
-import { Database, Kafka, Temporal } from '@agentrun/runtime';
+import { Database, Kafka, LOCAL_WORKFLOW_STARTS, Temporal, type LocalWorkflowStarts } from '@agentrun/runtime';
 import { CommandService } from './command.service';
 import { agentDefaultsOf, createCommandService, evalDefaultsOf } from './wiring';
 
@@ -11,10 +11,11 @@ export function commandServiceProvider(
 ): FactoryProvider<CommandService> {
   return {
     provide: CommandService,
-    inject: [Temporal, Database, Kafka],
-    useFactory: (temporal: Temporal, db: Database, kafka: Kafka) =>
+    inject: [Temporal, Database, Kafka, { token: LOCAL_WORKFLOW_STARTS, optional: true }],
+    useFactory: (temporal: Temporal, db: Database, kafka: Kafka, local?: LocalWorkflowStarts) =>
       createCommandService({
         temporal: () => temporal.client,
+        ...(local ? { localStarts: () => local.client() } : {}),
         dataSource: db.dataSource,
         bus: kafka.bus,
         topicPrefix: kafka.topicPrefix,

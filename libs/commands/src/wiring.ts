@@ -15,6 +15,8 @@ import type { CommandLedgerPort, OrgBudgetPort, QuotaPort, SnapshotLookupPort } 
 export interface CommandServiceWiring {
   /** Read when a command is handled, so the client may connect after the service is built. */
   temporal: () => Client;
+  /** In a process that runs the workflow worker too: a client on its connection for eager starts (see TemporalRunDirectory). */
+  localStarts?: () => Client | undefined;
   dataSource: DataSource;
   bus: KafkaBus;
   topicPrefix: string;
@@ -40,7 +42,7 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
   const ledgerOfBudgets = new BudgetLedger(w.dataSource);
   const budgets: OrgBudgetPort = { standing: async (org) => (await ledgerOfBudgets.orgBudgets(org))[0] };
   return new CommandService({
-    runs: new TemporalRunDirectory(w.temporal),
+    runs: new TemporalRunDirectory(w.temporal, w.localStarts),
     ledger,
     snapshots,
     outcomes: new KafkaOutcomePublisher(w.bus, w.topicPrefix + TOPICS.commandResults),

@@ -1,4 +1,5 @@
 import { Logger } from '@nestjs/common';
+import { Client } from '@temporalio/client';
 import { Worker, type NativeConnection, type WorkerOptions } from '@temporalio/worker';
 import type { TemporalConfig } from '@agentrun/config';
 import { checkNamespaceOnce, connectTemporalWorker, temporalConnectionOptions } from './temporal-connection';
@@ -7,7 +8,7 @@ import { installTemporalRuntime } from './temporal-runtime';
 import { logContextInterceptor } from './activity-log-context';
 import { failFast } from './fatal';
 import type { ReadinessCheck } from './health';
-import { withWorkerTracing } from './temporal-tracing';
+import { workflowClientTracing, withWorkerTracing } from './temporal-tracing';
 
 export type LaneWorkerOptions = Omit<WorkerOptions, 'connection' | 'namespace'>;
 
@@ -65,6 +66,16 @@ export class WorkerPool implements ReadinessCheck {
       await connection.close();
       throw err;
     }
+  }
+
+  /**
+   * A client on the workers' own connection. A start it makes with `requestEagerStart` can hand the new
+   * workflow's first task straight to a worker of this pool (the SDK finds one polling the task queue
+   * with a free slot, and reserves the slot) instead of through the server's matching and a poll; with
+   * no such worker, or a server that declines, the workflow starts as usual.
+   */
+  client(): Client {
+    return new Client({ connection: this.connection, namespace: this.namespace, interceptors: { workflow: workflowClientTracing() } });
   }
 
   /** The workers' connection's workflow service, for a lane's own reads of Temporal. */

@@ -122,6 +122,11 @@ export class AgentRunMetrics {
     return this.once('commands', () => new Counter({ name: 'agentrun_commands_total', help: 'Commands decided by the command consumer, by type, outcome and rejection reason', labelNames: ['type', 'outcome', 'reason'], registers: [this.registry] }));
   }
 
+  /** `agentrun_workflow_starts_total{eager}`: runs started by this process, `eager="true"` when a worker of its own took the first task at once. */
+  workflowStarts(): Counter<'eager'> {
+    return this.once('workflow-starts', () => new Counter({ name: 'agentrun_workflow_starts_total', help: "Workflows this process started, by whether the first task went straight to one of its own workers (eager start) or through the server's matching", labelNames: ['eager'], registers: [this.registry] }));
+  }
+
   /** `agentrun_dlq_total{topic,reason}`: records dead-lettered, by DLQ topic and reason. */
   dlq(): Counter<'topic' | 'reason'> {
     return this.once('dlq', () => new Counter({ name: 'agentrun_dlq_total', help: 'Records dead-lettered, by DLQ topic and reason', labelNames: ['topic', 'reason'], registers: [this.registry] }));

@@ -8,7 +8,7 @@ import { TemporalRunDirectory } from './temporal-run-directory';
 // The SDK client replaced by jest mocks: what is checked is how our calls and the SDK's errors translate.
 function clientDouble() {
   const handle = { describe: jest.fn(), signal: jest.fn(), executeUpdate: jest.fn(), query: jest.fn() };
-  const workflow = { start: jest.fn(), getHandle: jest.fn(() => handle) };
+  const workflow = { start: jest.fn().mockResolvedValue({ eagerlyStarted: false }), getHandle: jest.fn(() => handle) };
   const directory = new TemporalRunDirectory(() => ({ workflow }) as unknown as Client);
   return { directory, workflow, handle };
 }
@@ -47,6 +47,25 @@ describe('TemporalRunDirectory', () => {
       ],
       args: [agentStart.workflow.input],
     });
+  });
+
+  it("starts through the local workers' client, asking for an eager start, while it is there; through the server's otherwise", async () => {
+    const plain = { start: jest.fn().mockResolvedValue({ eagerlyStarted: false }) };
+    const local = { start: jest.fn().mockResolvedValue({ eagerlyStarted: true }) };
+    let running = true;
+    const directory = new TemporalRunDirectory(
+      () => ({ workflow: plain }) as unknown as Client,
+      () => (running ? ({ workflow: local } as unknown as Client) : undefined),
+    );
+
+    await directory.start(agentStart);
+    expect(local.start).toHaveBeenCalledWith(AgentRun, expect.objectContaining({ workflowId: 'acme/run-1', requestEagerStart: true }));
+    expect(plain.start).not.toHaveBeenCalled();
+
+    running = false; // the workers began to stop
+    await directory.start(agentStart);
+    expect(plain.start).toHaveBeenCalledTimes(1);
+    expect(plain.start.mock.calls[0][1]).not.toHaveProperty('requestEagerStart');
   });
 
   it('starts an EvalRun for an eval request', async () => {

@@ -23,7 +23,7 @@ import {
   TRACEPARENT_MEMO,
   type EvalRunState,
 } from '@agentrun/workflows';
-import { currentTraceparent } from '@agentrun/telemetry';
+import { currentTraceparent, processMetrics } from '@agentrun/telemetry';
 import { looksUnreachable, RunAlreadyStartedError, RunNotFoundError, TransientCommandError, UpdateRefusedError } from '../errors';
 import type { RunDirectoryPort, RunSignal, RunUpdate, RunView, StartRunRequest } from '../ports';
 
@@ -49,8 +49,19 @@ function portErrorOf(err: unknown): unknown {
 
 /** The run directory over a Temporal client. */
 export class TemporalRunDirectory implements RunDirectoryPort {
-  /** `client` is read on each call, so the client may connect after this is built. */
-  constructor(private readonly client: () => Client) {}
+  /**
+   * `client` is read on each call, so the client may connect after this is built. `local`, in a process
+   * that runs the workflow worker too, is a client on that worker's connection (undefined while it is
+   * not running): starts go through it and ask for an eager start, so the first task skips the
+   * server's matching and the worker's poll.
+   */
+  constructor(
+    private readonly client: () => Client,
+    private readonly local?: () => Client | undefined,
+  ) {
+    // Declared from the start, so a scrape shows the family before the first start.
+    processMetrics().workflowStarts();
+  }
 
   async start(request: StartRunRequest): Promise<void> {
     const { org, runId, workflow, attributes } = request;
@@ -72,10 +83,14 @@ export class TemporalRunDirectory implements RunDirectoryPort {
       memo: { ...request.memo, [START_COMMAND_MEMO]: request.commandId, ...(traceparent ? { [TRACEPARENT_MEMO]: traceparent } : {}) },
       typedSearchAttributes,
     } as const;
-    await this.call(async () => {
-      if (workflow.kind === 'agent') await this.client().workflow.start(AgentRun, { ...options, args: [workflow.input] });
-      else await this.client().workflow.start(EvalRun, { ...options, args: [workflow.input] });
+    const local = this.local?.();
+    const client = local ?? this.client();
+    const eager = local ? { requestEagerStart: true } : {};
+    const eagerly = await this.call(async () => {
+      const started = workflow.kind === 'agent' ? await client.workflow.start(AgentRun, { ...options, ...eager, args: [workflow.input] }) : await client.workflow.start(EvalRun, { ...options, ...eager, args: [workflow.input] });
+      return started.eagerlyStarted === true;
     });
+    processMetrics().workflowStarts().inc({ eager: String(eagerly) });
   }
 
   async describe(org: string, runId: string): Promise<RunView | undefined> {
