@@ -155,6 +155,40 @@ describe('AgentRun on the real servers', () => {
     ]);
   });
 
+  it("a run started over Kafka has its CPU calls on its workflow's own task queue, each handed to the worker with the task that scheduled it", async () => {
+    // The platform's orchestrator runs all three roles (AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS): its workflow
+    // worker serves the CPU tools and model calls too, so the SDK asks the server for them eagerly.
+    // The SDK's count of activity tasks this worker got on the workflow's queue, eager or by a poll.
+    const received = async (): Promise<{ eager: number; polled: number }> => {
+      const text = await (await fetch(`http://127.0.0.1:${platform.ports.orchestrator}/metrics`)).text();
+      const out = { eager: 0, polled: 0 };
+      for (const line of text.split('\n')) {
+        if (!line.startsWith('temporal_activity_task_received{') || !line.includes(`task_queue="${platform.prefix}agent-workflows"`)) continue;
+        out[line.includes('eager="true"') ? 'eager' : 'polled'] += Number(line.slice(line.lastIndexOf(' ') + 1));
+      }
+      return out;
+    };
+    const before = await received();
+    const runId = uniqueId('eager');
+    await start(runId, 4);
+    await platform.waitForStatus(org, runId, 'done');
+    const history = (await client.workflow.getHandle(`${org}/${runId}`).fetchHistory()).events ?? [];
+    const scheduled = history.flatMap((e) => {
+      const a = e.activityTaskScheduledEventAttributes;
+      return a && a.activityType?.name !== 'publishRunEvents' ? [[a.activityType?.name, a.taskQueue?.name?.slice(platform.prefix.length)]] : [];
+    });
+    expect(scheduled).toEqual([
+      ['prepareWorkspace', 'agent-workflows'],
+      ['callModel', 'agent-workflows'],
+      ['runTool', 'agent-workflows'],
+      ['runTool', 'gpu-tools'],
+    ]);
+    // Every call of this run on the workflow's queue (the three above, its two publishes, the research
+    // child's model call) was dispatched with its workflow task; none came through a poll.
+    const after = await received();
+    expect({ eager: after.eager - before.eager, polled: after.polled - before.polled }).toEqual({ eager: 6, polled: 0 });
+  });
+
   it('an Update the validator rejects never reaches history; an accepted one does, once', async () => {
     const runId = uniqueId('update');
     await start(runId, 400);

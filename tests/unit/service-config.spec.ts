@@ -77,7 +77,7 @@ const SERVICES: Record<string, Service> = {
     spec: orchestratorSpec,
     load: loadOrchestratorConfig,
     groups: ['lifecycle', 'tracing', 'logging', 'mode', 'profile', 'kafka', 'temporal', 'database', 'workspace', 'objectStore', 'toolActivity', 'runDefaults', 'modelEndpointNames', 'modelPrices', 'modelRateLimits', 'quotas', 'eventSigning'],
-    own: ['ORCHESTRATOR_ROLES', 'ORCHESTRATOR_HOST', 'ORCHESTRATOR_PORT', 'MODEL_BASE_URL', 'MODEL_API_KEY', 'MODEL_NAME', 'MODEL_TIMEOUT_MS', 'COMMAND_CONCURRENCY', 'WORKFLOW_BUNDLE_PATH', 'SNAPSHOT_RESTORE_MAX_BYTES', 'AGENTRUN_COMMAND_KEY_SECRET', 'AGENTRUN_CARRIER_STALL_MS', 'AGENTRUN_EAGER_WORKFLOW_START', 'AGENTRUN_MODEL_MAX_TOKENS', 'CPU_TOOL_SLOTS'],
+    own: ['ORCHESTRATOR_ROLES', 'ORCHESTRATOR_HOST', 'ORCHESTRATOR_PORT', 'MODEL_BASE_URL', 'MODEL_API_KEY', 'MODEL_NAME', 'MODEL_TIMEOUT_MS', 'COMMAND_CONCURRENCY', 'WORKFLOW_BUNDLE_PATH', 'SNAPSHOT_RESTORE_MAX_BYTES', 'AGENTRUN_COMMAND_KEY_SECRET', 'AGENTRUN_CARRIER_STALL_MS', 'AGENTRUN_EAGER_WORKFLOW_START', 'AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS', 'AGENTRUN_MODEL_MAX_TOKENS', 'CPU_TOOL_SLOTS'],
     bad: ['COMMAND_CONCURRENCY', '0'],
   },
   'gpu-worker': {

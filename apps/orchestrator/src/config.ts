@@ -94,6 +94,16 @@ export const orchestratorSpec = {
    * server's matching and a poll. Off, or in a process without both roles, starts go through the server.
    */
   AGENTRUN_EAGER_WORKFLOW_START: bool(true),
+  /**
+   * With all three roles in one process, the runs it starts put their CPU tools and model calls on the
+   * workflow's own task queue (`agent-workflows`), which its workflow worker then serves as well: the
+   * SDK hands each call to that worker in the answer to the workflow task that scheduled it (eager
+   * activity dispatch), with no matching and no poll. Runs the gateway starts, and every run of a
+   * process without all three roles, keep the `cpu-tools` queue, which the `cpu-tools` role serves as
+   * before. Turn it off before splitting such a process into role Deployments, and let the runs it
+   * started finish: a `workflows`-only worker does not serve CPU tools.
+   */
+  AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS: bool(true),
   /** Commands decided at once, one per partition (a partition's commands stay in order). */
   COMMAND_CONCURRENCY: int(3, 1, 64),
   /** A workflow bundle made at build time; without it the worker bundles at start. */
@@ -108,4 +118,10 @@ export const orchestratorSpec = {
   SNAPSHOT_RESTORE_MAX_BYTES: int(2 * 1024 ** 3, 1, Number.MAX_SAFE_INTEGER),
 };
 export type OrchestratorConfig = ConfigOf<typeof orchestratorSpec>;
+
+/** True when this process runs the CPU tools beside its workflows, on the workflow's task queue (AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS). */
+export function cpuToolsWithWorkflows(config: Pick<OrchestratorConfig, 'ORCHESTRATOR_ROLES' | 'AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS'>): boolean {
+  const roles = config.ORCHESTRATOR_ROLES;
+  return config.AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS && roles.has('commands') && roles.has('workflows') && roles.has('cpu-tools');
+}
 export const loadOrchestratorConfig = (env?: Env) => loadServiceConfig(orchestratorSpec, env);

@@ -1,11 +1,11 @@
 import { Module, type DynamicModule, type Provider, type Type } from '@nestjs/common';
-import { CommandAuthenticator, commandServiceProvider } from '@agentrun/commands';
+import { CommandAuthenticator, commandServiceProvider, CPU_TOOLS_ON_WORKFLOW_QUEUE } from '@agentrun/commands';
 import { TOPICS } from '@agentrun/contracts';
 import { KafkaBusTransport } from '@agentrun/kafka';
 import { CommandKeyStore } from '@agentrun/persistence';
 import { Database, HealthController, Kafka, KAFKA_TOPICS_USED, LOCAL_WORKFLOW_STARTS, PLATFORM_CONFIG, READINESS_CHECKS, Readiness, SERVICE_NAME, Temporal } from '@agentrun/runtime';
 import { COMMAND_GROUP, CommandConsumer } from './command-consumer';
-import type { OrchestratorConfig, OrchestratorRole } from './config';
+import { cpuToolsWithWorkflows, type OrchestratorConfig, type OrchestratorRole } from './config';
 import { TemporalWorkers } from './temporal-workers';
 
 /**
@@ -54,6 +54,8 @@ export class OrchestratorModule {
       ...(workers ? [TemporalWorkers] : []),
       // Commands and the workflow worker in one process: starts hand the first task to that worker at once.
       ...(commands && roles.has('workflows') && config.AGENTRUN_EAGER_WORKFLOW_START ? [{ provide: LOCAL_WORKFLOW_STARTS, useExisting: TemporalWorkers }] : []),
+      // All three roles here: the runs it starts put their CPU tools on the workflow's queue, which its worker serves too.
+      ...(cpuToolsWithWorkflows(config) ? [{ provide: CPU_TOOLS_ON_WORKFLOW_QUEUE, useValue: true }] : []),
       ...(commands
         ? [
             Temporal,

@@ -9,7 +9,7 @@ import type { InjectedSinks } from '@temporalio/worker';
 import type { RunEventSinks } from '@agentrun/workflows';
 import { FaultPoints } from '@agentrun/config';
 import { processMetrics } from '@agentrun/telemetry';
-import type { OrchestratorConfig } from './config';
+import { cpuToolsWithWorkflows, type OrchestratorConfig } from './config';
 
 /**
  * The roles that poll Temporal: `workflows` runs workflow code (with the event publisher beside it) on
@@ -45,6 +45,15 @@ export class TemporalWorkers extends LaneWorkers {
     return (this.publishing ??= runEventPublishing(kafka, this.config));
   }
 
+  /**
+   * True when this process's workflow worker serves the CPU tools too, on the workflow's own task queue
+   * (all three roles here and AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS): the runs this process starts put their
+   * CPU lane there, so the SDK dispatches those calls eagerly (see `cpuToolsWithWorkflows` in the module).
+   */
+  private colocated(): boolean {
+    return cpuToolsWithWorkflows(this.config);
+  }
+
   private workflowLane(): LaneWorkerOptions {
     const kafka = required(this.kafka, 'Kafka', 'workflows');
     const workflowSource = this.config.WORKFLOW_BUNDLE_PATH
@@ -57,11 +66,14 @@ export class TemporalWorkers extends LaneWorkers {
       onFailure: (workflow, attempt, err) =>
         logger.warn(`run events of ${workflow.workflowId} not acknowledged (attempt ${attempt}); the workflow task waits and they are sent again: ${err instanceof Error ? err.message : String(err)}`),
     });
+    // The CPU tools beside the workflows, for the runs this process starts (each call carries run events).
+    const tools = this.colocated() ? { activities: { ...createPublishActivities(publish), ...this.cpuActivities() }, maxConcurrentActivityTaskExecutions: this.config.CPU_TOOL_SLOTS, ...this.carrier() } : {};
     return {
       taskQueue: lanesFor(this.config.AGENTRUN_TASK_QUEUE_PREFIX).agentWorkflows,
       ...workflowSource,
       // New executions publish by activity (AGENTRUN_RUN_EVENTS_VIA), as did those recorded before the sink.
       activities: createPublishActivities(publish),
+      ...tools,
       // Executions recorded with the sink's patch, and runs started with AGENTRUN_RUN_EVENTS_VIA=workflow-task.
       // Never during replay: those events went out before their task completed the first time.
       // The carried outbox's watch calls: never during replay either (the run was watched when they were made).
@@ -89,6 +101,32 @@ export class TemporalWorkers extends LaneWorkers {
    * where the runs whose workspace is here send their CPU tools. One set of activities serves both.
    */
   private cpuToolLanes(): LaneWorkerOptions[] {
+    const prefix = this.config.AGENTRUN_TASK_QUEUE_PREFIX;
+    const host = this.config.AGENTRUN_WORKSPACE_HOST_ID;
+    const activities = this.cpuActivities();
+    const carrier = this.carrier();
+    return [
+      { taskQueue: lanesFor(prefix).cpuTools, activities, maxConcurrentActivityTaskExecutions: this.config.CPU_TOOL_SLOTS, ...carrier },
+      ...(host ? [{ taskQueue: hostLanesFor(prefix, host).cpuTools, activities, maxConcurrentActivityTaskExecutions: this.config.CPU_TOOL_SLOTS, ...carrier }] : []),
+    ];
+  }
+
+  /** The run events a call carries are published before it runs, where this process has Kafka. */
+  private carrier(): Pick<LaneWorkerOptions, 'interceptors'> {
+    // (A `cpu-tools`-only process has Kafka for its model calls' deltas, not to publish run events.)
+    const roles = this.config.ORCHESTRATOR_ROLES;
+    const publishes = roles.has('workflows') || roles.has('commands');
+    return this.kafka && publishes ? { interceptors: { activity: [carriedEventsInterceptor(this.publishDeps(this.kafka), (m) => this.carrierLog.warn(m))] } } : {};
+  }
+
+  private cpuTools?: ReturnType<typeof createAgentActivities>;
+
+  /** The CPU tools and model calls (made once: every lane that serves them shares one set). */
+  private cpuActivities(): ReturnType<typeof createAgentActivities> {
+    return (this.cpuTools ??= this.makeCpuActivities());
+  }
+
+  private makeCpuActivities(): ReturnType<typeof createAgentActivities> {
     const db = required(this.db, 'Database', 'cpu-tools');
     const store = createObjectStore(objectStoreConfigOf(this.config));
     const prefix = this.config.AGENTRUN_TASK_QUEUE_PREFIX;
@@ -96,7 +134,7 @@ export class TemporalWorkers extends LaneWorkers {
     const chatOf = (model: string) =>
       createChatClient({ baseUrl: this.config.MODEL_BASE_URL, apiKey: this.config.MODEL_API_KEY, model, timeoutMs: this.config.MODEL_TIMEOUT_MS });
     const byModel = new Map<string, ReturnType<typeof chatOf>>();
-    const activities = createAgentActivities({
+    return createAgentActivities({
       workspaceRoot: this.config.WORKSPACE_ROOT,
       effects: new EffectLedger(db.dataSource),
       tools: CPU_TOOLS,
@@ -123,15 +161,6 @@ export class TemporalWorkers extends LaneWorkers {
       },
       ...(host ? { placement: { host, lanes: hostLanesFor(prefix, host) } } : {}),
     });
-    // The run events a call carries are published before it runs, where this process has Kafka.
-    // (A `cpu-tools`-only process has Kafka for its model calls' deltas, not to publish run events.)
-    const roles = this.config.ORCHESTRATOR_ROLES;
-    const publishes = roles.has('workflows') || roles.has('commands');
-    const carrier = this.kafka && publishes ? { interceptors: { activity: [carriedEventsInterceptor(this.publishDeps(this.kafka), (m) => this.carrierLog.warn(m))] } } : {};
-    return [
-      { taskQueue: lanesFor(prefix).cpuTools, activities, maxConcurrentActivityTaskExecutions: this.config.CPU_TOOL_SLOTS, ...carrier },
-      ...(host ? [{ taskQueue: hostLanesFor(prefix, host).cpuTools, activities, maxConcurrentActivityTaskExecutions: this.config.CPU_TOOL_SLOTS, ...carrier }] : []),
-    ];
   }
 }
 

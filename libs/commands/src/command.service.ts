@@ -24,6 +24,8 @@ export interface CommandServiceDeps {
   quotas?: QuotaPort;
   /** Orgs' monthly budgets, checked before a run's budget is raised. */
   budgets?: OrgBudgetPort;
+  /** The runs started here put their CPU tools on the workflow's own task queue (whose worker serves them too, eagerly). */
+  cpuToolsOnWorkflowQueue?: boolean;
   now?: () => Date;
 }
 
@@ -52,7 +54,8 @@ export class CommandService {
   private readonly logger = new Logger('commands');
 
   constructor(private readonly deps: CommandServiceDeps) {
-    this.handlers = createCommandHandlers({ ...deps, lanes: lanesFor(deps.taskQueuePrefix) });
+    const lanes = lanesFor(deps.taskQueuePrefix);
+    this.handlers = createCommandHandlers({ ...deps, lanes: deps.cpuToolsOnWorkflowQueue ? { ...lanes, cpuTools: lanes.agentWorkflows } : lanes });
     this.now = deps.now ?? (() => new Date());
   }
 

@@ -17,6 +17,8 @@ export interface CommandServiceWiring {
   temporal: () => Client;
   /** In a process that runs the workflow worker too: a client on its connection for eager starts (see TemporalRunDirectory). */
   localStarts?: () => Client | undefined;
+  /** The runs started here put their CPU lane on the workflow's task queue (a process whose workflow worker serves the CPU tools too). */
+  cpuToolsOnWorkflowQueue?: boolean;
   dataSource: DataSource;
   bus: KafkaBus;
   topicPrefix: string;
@@ -47,6 +49,7 @@ export function createCommandService(w: CommandServiceWiring): CommandService {
     snapshots,
     outcomes: new KafkaOutcomePublisher(w.bus, w.topicPrefix + TOPICS.commandResults),
     taskQueuePrefix: w.taskQueuePrefix,
+    ...(w.cpuToolsOnWorkflowQueue ? { cpuToolsOnWorkflowQueue: true } : {}),
     agentDefaults: w.agentDefaults,
     evalDefaults: w.evalDefaults,
     ...(quotas ? { quotas } : {}),
