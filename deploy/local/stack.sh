@@ -390,10 +390,15 @@ kafka_format_once() {
     return 0
   fi
   local cluster_id
-  if [ -s "$KAFKA_DATA/cluster.id" ]; then
+  if [ -s "$KAFKA_DATA/cluster.id" ] && [ "$(head -c1 "$KAFKA_DATA/cluster.id")" != "-" ]; then
     cluster_id="$(cat "$KAFKA_DATA/cluster.id")"
   else
-    cluster_id="$(python3 -c 'import base64,uuid;print(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))')"
+    # Like Kafka's own ids, never one starting with '-': the storage tool would read it as an option.
+    cluster_id="$(python3 -c 'import base64,uuid
+while True:
+    i = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    if not i.startswith("-"): break
+print(i)')"
     printf '%s\n' "$cluster_id" >"$KAFKA_DATA/cluster.id"
   fi
   say "kafka: formatting KRaft storage (cluster id $cluster_id)"
