@@ -84,8 +84,11 @@ export const orchestratorSpec = {
   /** A model call's completion limit (its `max_tokens`), and so the worst case a budget reserves for it. */
   AGENTRUN_MODEL_MAX_TOKENS: int(1_024, 1, 1_000_000),
   /**
-   * CPU tool and model calls this process runs at once (the `cpu-tools` lane's activity slots). A call
-   * waiting for its turn under a shared rate limit holds none: its run waits on a timer.
+   * CPU tool and model calls this process runs at once on each task queue it serves them on (that
+   * queue's activity slots): `cpu-tools`, a workspace host's `cpu-tools@<host>`, and, with the
+   * `workflows` and `cpu-tools` roles together, `agent-workflows`, where they share the slots with the
+   * run-event publishing activity. A call waiting for its turn under a shared rate limit holds none:
+   * its run waits on a timer.
    */
   CPU_TOOL_SLOTS: int(100, 1, 1_000),
   /**
@@ -100,8 +103,10 @@ export const orchestratorSpec = {
    * SDK hands each call to that worker in the answer to the workflow task that scheduled it (eager
    * activity dispatch), with no matching and no poll. Runs the gateway starts, and every run of a
    * process without all three roles, keep the `cpu-tools` queue, which the `cpu-tools` role serves as
-   * before. Turn it off before splitting such a process into role Deployments, and let the runs it
-   * started finish: a `workflows`-only worker does not serve CPU tools.
+   * before. It chooses the queue of new runs only: a process with the `workflows` and `cpu-tools` roles
+   * serves CPU tools on `agent-workflows` whatever it says, so runs started while it was on finish after
+   * it is turned off. Turn it off before splitting such a process into role Deployments, and let the
+   * runs it started finish first: a `workflows`-only worker does not serve CPU tools.
    */
   AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS: bool(true),
   /** Commands decided at once, one per partition (a partition's commands stay in order). */
@@ -119,9 +124,18 @@ export const orchestratorSpec = {
 };
 export type OrchestratorConfig = ConfigOf<typeof orchestratorSpec>;
 
-/** True when this process runs the CPU tools beside its workflows, on the workflow's task queue (AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS). */
+/** True when the runs this process starts put their CPU tools on the workflow's task queue (AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS). */
 export function cpuToolsWithWorkflows(config: Pick<OrchestratorConfig, 'ORCHESTRATOR_ROLES' | 'AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS'>): boolean {
   const roles = config.ORCHESTRATOR_ROLES;
   return config.AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS && roles.has('commands') && roles.has('workflows') && roles.has('cpu-tools');
+}
+/**
+ * True when this process's workflow worker serves the CPU tools too (the `workflows` and `cpu-tools`
+ * roles together), whether or not the runs it starts now go there: those started while
+ * AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS was on keep that queue for life (continue-as-new and children too).
+ */
+export function servesCpuToolsWithWorkflows(config: Pick<OrchestratorConfig, 'ORCHESTRATOR_ROLES'>): boolean {
+  const roles = config.ORCHESTRATOR_ROLES;
+  return roles.has('workflows') && roles.has('cpu-tools');
 }
 export const loadOrchestratorConfig = (env?: Env) => loadServiceConfig(orchestratorSpec, env);

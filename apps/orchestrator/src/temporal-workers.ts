@@ -9,7 +9,7 @@ import type { InjectedSinks } from '@temporalio/worker';
 import type { RunEventSinks } from '@agentrun/workflows';
 import { FaultPoints } from '@agentrun/config';
 import { processMetrics } from '@agentrun/telemetry';
-import { cpuToolsWithWorkflows, type OrchestratorConfig } from './config';
+import { servesCpuToolsWithWorkflows, type OrchestratorConfig } from './config';
 
 /**
  * The roles that poll Temporal: `workflows` runs workflow code (with the event publisher beside it) on
@@ -47,11 +47,12 @@ export class TemporalWorkers extends LaneWorkers {
 
   /**
    * True when this process's workflow worker serves the CPU tools too, on the workflow's own task queue
-   * (all three roles here and AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS): the runs this process starts put their
-   * CPU lane there, so the SDK dispatches those calls eagerly (see `cpuToolsWithWorkflows` in the module).
+   * (the `workflows` and `cpu-tools` roles here): the runs an all-roles process starts with
+   * AGENTRUN_CPU_TOOLS_WITH_WORKFLOWS put their CPU lane there, so the SDK dispatches those calls
+   * eagerly. Served whatever that setting says now, so runs started while it was on still finish.
    */
   private colocated(): boolean {
-    return cpuToolsWithWorkflows(this.config);
+    return servesCpuToolsWithWorkflows(this.config);
   }
 
   private workflowLane(): LaneWorkerOptions {

@@ -1,5 +1,5 @@
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client } from '@temporalio/client';
-import { ApplicationFailure, TypedSearchAttributes, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
+import { ApplicationFailure, IllegalStateError, TypedSearchAttributes, WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import { AGENT_STATUS_KEY, AgentRun, CURRENT_STEP_KEY, EvalRun, ORG_KEY, OWNER_KEY, RUN_KIND_KEY, RUN_PARENT_KEY, type AgentRunInput } from '@agentrun/workflows';
 import { RunAlreadyStartedError, RunNotFoundError, TransientCommandError, UpdateRefusedError } from '../errors';
 import type { StartRunRequest } from '../ports';
@@ -66,6 +66,25 @@ describe('TemporalRunDirectory', () => {
     await directory.start(agentStart);
     expect(plain.start).toHaveBeenCalledTimes(1);
     expect(plain.start.mock.calls[0][1]).not.toHaveProperty('requestEagerStart');
+  });
+
+  it("starts through the server's client when the local workers' connection closed under the start", async () => {
+    const plain = { start: jest.fn().mockResolvedValue({ eagerlyStarted: false }) };
+    const local = { start: jest.fn().mockRejectedValue(new IllegalStateError('Client already closed')) };
+    const directory = new TemporalRunDirectory(
+      () => ({ workflow: plain }) as unknown as Client,
+      () => ({ workflow: local }) as unknown as Client,
+    );
+
+    await directory.start(agentStart);
+    expect(local.start).toHaveBeenCalledTimes(1);
+    expect(plain.start).toHaveBeenCalledTimes(1);
+    expect(plain.start.mock.calls[0][1]).not.toHaveProperty('requestEagerStart');
+
+    // Any other failure of the local start is the start's answer, as through the server's client.
+    local.start.mockRejectedValueOnce(new WorkflowExecutionAlreadyStartedError('taken', 'acme/run-1', 'AgentRun'));
+    await expect(directory.start(agentStart)).rejects.toBeInstanceOf(RunAlreadyStartedError);
+    expect(plain.start).toHaveBeenCalledTimes(1);
   });
 
   it('starts an EvalRun for an eval request', async () => {

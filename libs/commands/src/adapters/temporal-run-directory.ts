@@ -1,6 +1,6 @@
 import { status as grpcStatus } from '@grpc/grpc-js';
 import { WorkflowNotFoundError, WorkflowUpdateFailedError, type Client, type WorkflowHandle } from '@temporalio/client';
-import { WorkflowExecutionAlreadyStartedError, type SearchAttributePair } from '@temporalio/common';
+import { IllegalStateError, WorkflowExecutionAlreadyStartedError, type SearchAttributePair } from '@temporalio/common';
 import { workflowIdFor, type RunKind } from '@agentrun/contracts';
 import {
   AGENT_STATUS_KEY,
@@ -83,13 +83,22 @@ export class TemporalRunDirectory implements RunDirectoryPort {
       memo: { ...request.memo, [START_COMMAND_MEMO]: request.commandId, ...(traceparent ? { [TRACEPARENT_MEMO]: traceparent } : {}) },
       typedSearchAttributes,
     } as const;
+    const startWith = (client: Client, eager: boolean) =>
+      this.call(async () => {
+        const asked = { ...options, ...(eager ? { requestEagerStart: true } : {}) };
+        const started = workflow.kind === 'agent' ? await client.workflow.start(AgentRun, { ...asked, args: [workflow.input] }) : await client.workflow.start(EvalRun, { ...asked, args: [workflow.input] });
+        return started.eagerlyStarted === true;
+      });
     const local = this.local?.();
-    const client = local ?? this.client();
-    const eager = local ? { requestEagerStart: true } : {};
-    const eagerly = await this.call(async () => {
-      const started = workflow.kind === 'agent' ? await client.workflow.start(AgentRun, { ...options, ...eager, args: [workflow.input] }) : await client.workflow.start(EvalRun, { ...options, ...eager, args: [workflow.input] });
-      return started.eagerlyStarted === true;
-    });
+    let eagerly: boolean;
+    try {
+      eagerly = await startWith(local ?? this.client(), local !== undefined);
+    } catch (err) {
+      // The local workers' connection closed under the start (they are stopping): the request never
+      // left, so it goes through the server's client. Had it left, the second is refused as a duplicate.
+      if (local === undefined || !(err instanceof IllegalStateError)) throw err;
+      eagerly = await startWith(this.client(), false);
+    }
     processMetrics().workflowStarts().inc({ eager: String(eagerly) });
   }
 

@@ -1,4 +1,5 @@
-import type { EvalRunState } from '@agentrun/workflows';
+import { lanesFor } from '@agentrun/contracts';
+import type { AgentCaseTemplate, CaseSpec, EvalRunState } from '@agentrun/workflows';
 import { TransientCommandError } from '../errors';
 import { commandOf, serviceWithFakes } from '../testing/service-with-fakes';
 
@@ -35,6 +36,23 @@ describe('eval.retry_failed', () => {
     expect(request?.workflow.input).toMatchObject({ run_id: 'ev-1-retry-1', model: 'm-1', suite: 'smoke', case_ids: ['case-002', 'case-004'], reviewers: ['alice', 'bob'], parent_run_id: 'ev-1' });
     // The retry's id is taken in the ledger like any started run.
     await expect(ledger.acceptedStart('acme', 'ev-1-retry-1')).resolves.toBe(`${command.command_id}#start`);
+  });
+
+  it("starts a retry's agent cases on this process's queues, not those saved with the eval", async () => {
+    const { service, runs } = serviceWithFakes('t3-');
+    const spec = { dataset: { id: 'ds-1', name: 'smoke', source: 'stored' }, solver: { name: 'agent' }, scorers: [{ name: 'exact' }], model: 'm-1' } as unknown as CaseSpec;
+    // Saved by an all-roles orchestrator whose runs put their CPU tools on the workflow's own queue.
+    const saved = { agentWorkflows: 'old-agent-workflows', cpuTools: 'old-agent-workflows', gpuTools: 'old-gpu-tools', snapshots: 'old-snapshots' };
+    const agent = { max_steps: 4, policy: 'scripted', tier: 'batch', lanes: saved, model: 'm-1' } as unknown as AgentCaseTemplate;
+    runs.add('acme', 'ev-1', { kind: 'eval', execution: 'completed', status: 'awaiting_review', memo: { model: 'm-1', suite: 'smoke', spec, agent }, evalState: finished() });
+
+    await expect(service.handle(commandOf('eval.retry_failed', {}, { run_id: 'ev-1' }))).resolves.toMatchObject({ outcome: 'accepted' });
+
+    const here = lanesFor('t3-');
+    const input = runs.started()[0]?.workflow.input as { spec?: CaseSpec; agent?: AgentCaseTemplate };
+    expect(input.spec).toEqual(spec);
+    expect(input.agent).toMatchObject({ max_steps: 4, policy: 'scripted', model: 'm-1', lanes: { agentWorkflows: here.agentWorkflows, cpuTools: here.cpuTools, gpuTools: here.gpuTools, snapshots: here.snapshots } });
+    expect(input.agent?.lanes.cpuTools).toBe('t3-cpu-tools');
   });
 
   it('takes the next free retry id', async () => {

@@ -98,6 +98,12 @@ export interface ForkStart {
 export class RunStarter {
   constructor(private readonly deps: RunStarterDeps) {}
 
+  /** The task queues an agent run started here uses (its CPU lane is this process's choice: see `CommandService`). */
+  private agentLanes(): AgentRunInput['lanes'] {
+    const { lanes } = this.deps;
+    return { agentWorkflows: lanes.agentWorkflows, cpuTools: lanes.cpuTools, gpuTools: lanes.gpuTools, snapshots: lanes.snapshots };
+  }
+
   async startAgent(commandId: string, org: string, runId: string, settings: AgentStartPayload, fork?: ForkStart): Promise<CommandDecision> {
     const { lanes } = this.deps;
     const limits = this.deps.quotas?.limits(org);
@@ -114,7 +120,7 @@ export class RunStarter {
       tier: settings.tier ?? 'batch',
       ...(settings.owner ? { owner: settings.owner } : {}),
       ...(fork ? { parent_run_id: fork.input.from_run_id, fork: fork.input } : {}),
-      lanes: { agentWorkflows: lanes.agentWorkflows, cpuTools: lanes.cpuTools, gpuTools: lanes.gpuTools, snapshots: lanes.snapshots },
+      lanes: this.agentLanes(),
       ...(settings.snapshots ? { snapshots: snapshotConfigOf(settings.snapshots, limits?.snapshots_per_run) } : {}),
       ...(settings.budget ? { budget: settings.budget } : {}),
       ...(settings.model ? { model: settings.model } : {}),
@@ -146,7 +152,9 @@ export class RunStarter {
     // approve could never be published, and a default list would let whoever holds those names approve.
     const reviewers = payload.reviewers ?? [];
     if (reviewers.length === 0) return rejected('invalid_payload', 'an eval needs at least one reviewer: give reviewers ["who", ...] (the subjects of the tokens that may approve it)');
-    const plan: EvalPlan = reuse ? { case_ids: payload.case_ids ?? [], suite: payload.suite ?? reuse.spec.dataset.name, ...reuse } : await this.planEval(org, runId, payload);
+    // A retry's agent cases take this process's queues, not those of the process that started the eval.
+    const again = reuse && (reuse.agent ? { ...reuse, agent: { ...reuse.agent, lanes: this.agentLanes() } } : reuse);
+    const plan: EvalPlan = again ? { case_ids: payload.case_ids ?? [], suite: payload.suite ?? again.spec.dataset.name, ...again } : await this.planEval(org, runId, payload);
     if ('refused' in plan) return rejected(plan.reason ?? 'invalid_payload', plan.refused);
     // An eval's agent cases are started by the eval itself, never refused mid-eval: their limits are checked here, once.
     if (plan.agent && !reuse) {
@@ -226,14 +234,13 @@ export class RunStarter {
 
   /** How each agent case's run is started: the agent defaults, the eval's model, and a snapshot series that always keeps the final workspace. */
   private agentCaseTemplate(org: string, payload: EvalStartPayload, solver: NamedSpec): AgentCaseTemplate {
-    const { lanes } = this.deps;
     const options = solver as NamedSpec & { max_steps?: number; policy?: AgentPolicy };
     const limits = this.deps.quotas?.limits(org);
     return {
       max_steps: options.max_steps ?? Math.min(DEFAULT_AGENT_CASE_STEPS, limits?.max_steps ?? DEFAULT_AGENT_CASE_STEPS),
       policy: options.policy ?? 'llm',
       tier: 'batch',
-      lanes: { agentWorkflows: lanes.agentWorkflows, cpuTools: lanes.cpuTools, gpuTools: lanes.gpuTools, snapshots: lanes.snapshots },
+      lanes: this.agentLanes(),
       ...this.deps.agentDefaults,
       // The scorers read the final workspace from the final snapshot.
       snapshots: snapshotConfigOf({ ...payload.snapshots, at_end: true }, limits?.snapshots_per_run),
