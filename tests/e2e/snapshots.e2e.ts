@@ -60,9 +60,14 @@ describe('snapshots and forks on the real servers', () => {
 
   it('cadence and per-turn both on: turn rows and cadence rows, never overlapping, then one final; the manifest equals the events', async () => {
     const runId = uniqueId('both');
-    // Twelve steps: the run must outlast the 1 s cadence for a cadence row, and six steps (about a
-    // second of paced tools) no longer did every time once workflow tasks got faster.
+    // A cadence row needs the run to outlast the 1 s cadence, which a paced twelve-step run no longer
+    // did every time once steps got cheaper: the run is held paused until the ticker's first row lands,
+    // then let go. The ticker keeps its cadence while the steps wait.
     await startAgent(runId, { max_steps: 12, snapshots: { per_turn: true, interval_seconds: 1, max_snapshots: 50 } });
+    await waitFor('run started', async () => (await runEvents(runId)).length > 0);
+    expect((await platform.http('POST', `/runs/${runId}/pause`, { org })).status).toBe(202);
+    await waitFor('a cadence row', async () => (await rowsOf(runId)).some((r) => r.turn === undefined && !r.is_final), 60_000);
+    expect((await platform.http('POST', `/runs/${runId}/resume`, { org })).status).toBe(202);
     expect((await waitFinished(runId)).payload.state).toMatchObject({ status: 'done' });
     const rows = await rowsOf(runId);
     const turnRows = rows.filter((r) => r.turn !== undefined);
