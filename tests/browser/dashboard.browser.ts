@@ -207,7 +207,8 @@ describe('the dashboard in Chromium', () => {
   });
 
   it('pauses and resumes a run from the keyboard, and it still reaches done', async () => {
-    const runId = await startAgent(12);
+    // Long enough that signing in, the Tab walk and the pause all land mid-run, and steps remain after the resume.
+    const runId = await startAgent(24);
     const page = await signedIn();
     await page.goto(`/ui/runs/${runId}`);
     await untilStatus(page, 'running');

@@ -106,7 +106,8 @@ describe('the compose stack', () => {
 
   it('`compose restart orchestrator` mid-run loses nothing: the run completes with seqs 1..N', async () => {
     const runId = uniqueId('compose-restart');
-    const steps = 40;
+    // The compose stack paces no tool: 200 steps (about 15 s) outlast the restart, so it lands mid-run.
+    const steps = 200;
     await stack.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org, run_id: runId, payload: { goal: 'outlive a restart', max_steps: steps } });
     await waitFor('the run to be a few steps in', async () => ((await stack.runOf(runId))?.state?.step ?? -1) >= 3, 120_000, 100);
     const before = await stack.runOf(runId);

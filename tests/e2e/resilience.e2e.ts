@@ -13,6 +13,11 @@ async function stepOf(platform: Platform, org: string, runId: string): Promise<n
   return rows[0]?.step ?? -1;
 }
 
+async function statusOf(platform: Platform, org: string, runId: string): Promise<string | undefined> {
+  const rows = await platform.query<{ status: string }>('SELECT status FROM runs WHERE org = $1 AND run_id = $2', [org, runId]);
+  return rows[0]?.status;
+}
+
 /** After a fault: the run is done, and the topic and the read model hold exactly seqs 1..N. */
 async function expectComplete(platform: Platform, events: TopicRecord<RunEventEnvelope>[], org: string, runId: string, steps: number): Promise<void> {
   await platform.waitForStatus(org, runId, 'done', 180_000);
@@ -38,7 +43,9 @@ async function expectComplete(platform: Platform, events: TopicRecord<RunEventEn
 }
 
 describe('runs survive their services and servers stopping mid-run', () => {
-  const platform = new Platform();
+  // Tools paced (0.4 s each, about 8 s a run) so every fault below lands while the run is still going:
+  // unpaced, a 40-step run could end before the stopped service did.
+  const platform = new Platform({ TOOL_PACE_TICKS: '4', TOOL_PACE_MS: '100' });
   let events: TopicRecord<RunEventEnvelope>[];
 
   beforeAll(async () => {
@@ -55,6 +62,8 @@ describe('runs survive their services and servers stopping mid-run', () => {
     await waitFor('the run to be a few steps in', async () => (await stepOf(platform, org, runId)) >= 3, 60_000);
     const code = await platform.stopApp(app, 'SIGTERM');
     expect(code).toBe(0);
+    // The fault landed mid-run: the run had not finished by the time the service was down.
+    expect(await statusOf(platform, org, runId)).toBe('running');
     await platform.startApp(app);
     await expectComplete(platform, events, org, runId, steps);
   });
@@ -65,6 +74,7 @@ describe('runs survive their services and servers stopping mid-run', () => {
     const steps = 40;
     await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org, run_id: runId, payload: { goal: 'outlive the servers', max_steps: steps } });
     await waitFor('the run to be a few steps in', async () => (await stepOf(platform, org, runId)) >= 3, 60_000);
+    expect(await statusOf(platform, org, runId)).toBe('running');
     await platform.db?.end();
     await run('bash', ['deploy/local/stack.sh', 'down'], { cwd: REPO_ROOT });
     await run('bash', ['deploy/local/stack.sh', 'up'], { cwd: REPO_ROOT });
