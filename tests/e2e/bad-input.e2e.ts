@@ -98,8 +98,6 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
   const json = { 'Content-Type': 'application/json' };
   const eventsOf = async (o: string, runId: string) =>
     (await platform.query<{ event: RunEventEnvelope }>('SELECT event FROM run_events WHERE org = $1 AND run_id = $2 ORDER BY seq', [o, runId])).map((r) => r.event);
-  const statusOf = async (o: string, runId: string) =>
-    (await platform.query<{ status: string }>('SELECT status FROM runs WHERE org = $1 AND run_id = $2', [o, runId]))[0]?.status;
 
   const expectProblem = (res: { status: number; body: { detail?: unknown } }, headers: { get(name: string): string | null } | string, status: number, detail: RegExp, what: unknown) => {
     const contentType = typeof headers === 'string' ? headers : headers.get('content-type');
@@ -146,7 +144,7 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
     const overKafka = uniqueId('c');
     await send({ command_id: overKafka, type: 'eval.approve', org, run_id: evalId, payload: { reviewer: SQL[1] } });
     expect(await outcomeOf(org, overKafka)).toMatchObject({ outcome: 'rejected', reason: 'not_a_reviewer', message: `'${SQL[1]}' is not a reviewer of this run` });
-    expect(await statusOf(org, evalId)).toBe('running');
+    expect(await platform.statusOf(org, evalId)).toBe('running');
   });
 
   it('HTTP: malformed JSON, wrong types, unknown fields and bytes that are not UTF-8 get a 400 problem that says what is wrong', async () => {
@@ -376,7 +374,7 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
     expect(await outcomeOf(other, agentStart.command_id)).toMatchObject({ outcome: 'accepted', org: other });
     await platform.waitForStatus(other, agentId, 'done');
     expect((await platform.http('GET', '/runs?limit=200', { org: other })).body.runs.map((r: { run_id: string }) => r.run_id)).toEqual([agentId]);
-    expect(await statusOf(org, evalId)).not.toBe('cancelled');
+    expect(await platform.statusOf(org, evalId)).not.toBe('cancelled');
   });
 
   it('SQL-looking and unicode strings in every GET /runs filter get a 400 with a message or an exact match, never a 500', async () => {
@@ -590,7 +588,7 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
     const texts = (await eventsOf(org, agentId)).filter((e) => e.type === 'context_injected').map((e) => e.payload.text);
     for (const never of ['the second text', 'now valid', 'http second']) expect(texts).not.toContain(never);
     expect((await eventsOf(org, agentId)).filter((e) => e.type === 'run_started')).toHaveLength(1);
-    expect(await statusOf(org, agentId)).toBe('running');
+    expect(await platform.statusOf(org, agentId)).toBe('running');
   });
 
   it('Updates with invalid arguments: 400 at the boundary, the validator\'s 422, and a goal counted in characters', async () => {
@@ -671,7 +669,7 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
   });
 
   it('a flood of 300 commands for the in-flight agent, some repeated: one outcome each, applied once, and the run goes on', async () => {
-    expect(await statusOf(org, agentId)).toBe('running');
+    expect(await platform.statusOf(org, agentId)).toBe('running');
     const messages: { command_id: string; type: string; payload: Record<string, unknown> }[] = [];
     const distinct: { command_id: string; type: string; payload: Record<string, unknown> }[] = [];
     for (let i = 0; messages.length < 299; i++) {

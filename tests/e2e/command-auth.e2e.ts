@@ -55,7 +55,6 @@ describe('commands on Kafka in production mode need a command key of their org',
   const outcomeOf = (commandId: string, nth = 1): Promise<CommandOutcome> =>
     waitFor(`outcome ${nth} of command ${commandId}`, () => outcomes.filter((o) => o.value.command_id === commandId)[nth - 1]?.value, 60_000, 100);
   const ledger = (commandId: string) => platform.query('SELECT 1 FROM command_ledger WHERE command_id = $1', [commandId]);
-  const statusOf = async (org: string, runId: string) => (await platform.query<{ status: string }>('SELECT status FROM runs WHERE org = $1 AND run_id = $2', [org, runId]))[0]?.status;
 
   /** Publishes with a plain kafkajs producer, as the README's snippet does. */
   const publish = (command: { command_id: string; run_id: string; [k: string]: unknown }, credential?: { id: string; key: string }) => {
@@ -115,7 +114,7 @@ describe('commands on Kafka in production mode need a command key of their org',
     const outcome = await outcomeOf(command.command_id);
     expect(outcome).toMatchObject({ org: orgA, run_id: runId, type: 'agent.pause', outcome: 'rejected', reason: 'unauthorized', message: expect.stringMatching(UNAUTHORIZED) });
     expect(await ledger(command.command_id)).toHaveLength(0);
-    expect(await statusOf(orgA, runId)).toBe('running');
+    expect(await platform.statusOf(orgA, runId)).toBe('running');
 
     // A run that does not exist gets the very same answer: the refusal says nothing about runs.
     const ghost = pause(orgA, uniqueId('no-such-run'));
@@ -136,7 +135,7 @@ describe('commands on Kafka in production mode need a command key of their org',
     const invalid = { command_id: uniqueId('bad'), type: 'agent.inject_context', org: orgA, run_id: runId, payload: { text: 42 } };
     await publish(invalid);
     expect(await outcomeOf(invalid.command_id)).toMatchObject({ reason: 'unauthorized' });
-    expect(await statusOf(orgA, runId)).toBe('running');
+    expect(await platform.statusOf(orgA, runId)).toBe('running');
 
     // The same command id, now signed with org A's key: accepted (the refusal did not burn the id), and the run pauses.
     await publish(command, keys.a);
@@ -165,7 +164,7 @@ describe('commands on Kafka in production mode need a command key of their org',
     const command = pause(orgA, runId);
     await publish(command, keys.a);
     expect(await outcomeOf(command.command_id)).toMatchObject({ outcome: 'rejected', reason: 'unauthorized' });
-    expect(await statusOf(orgA, runId)).toBe('running');
+    expect(await platform.statusOf(orgA, runId)).toBe('running');
     expect(await ledger(command.command_id)).toHaveLength(0);
 
     // A new key for the org works at once.

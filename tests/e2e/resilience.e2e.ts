@@ -13,11 +13,6 @@ async function stepOf(platform: Platform, org: string, runId: string): Promise<n
   return rows[0]?.step ?? -1;
 }
 
-async function statusOf(platform: Platform, org: string, runId: string): Promise<string | undefined> {
-  const rows = await platform.query<{ status: string }>('SELECT status FROM runs WHERE org = $1 AND run_id = $2', [org, runId]);
-  return rows[0]?.status;
-}
-
 /** After a fault: the run is done, and the topic and the read model hold exactly seqs 1..N. */
 async function expectComplete(platform: Platform, events: TopicRecord<RunEventEnvelope>[], org: string, runId: string, steps: number): Promise<void> {
   await platform.waitForStatus(org, runId, 'done', 180_000);
@@ -63,7 +58,7 @@ describe('runs survive their services and servers stopping mid-run', () => {
     const code = await platform.stopApp(app, 'SIGTERM');
     expect(code).toBe(0);
     // The fault landed mid-run: the run had not finished by the time the service was down.
-    expect(await statusOf(platform, org, runId)).toBe('running');
+    expect(await platform.statusOf(org, runId)).toBe('running');
     await platform.startApp(app);
     await expectComplete(platform, events, org, runId, steps);
   });
@@ -74,7 +69,7 @@ describe('runs survive their services and servers stopping mid-run', () => {
     const steps = 40;
     await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org, run_id: runId, payload: { goal: 'outlive the servers', max_steps: steps } });
     await waitFor('the run to be a few steps in', async () => (await stepOf(platform, org, runId)) >= 3, 60_000);
-    expect(await statusOf(platform, org, runId)).toBe('running');
+    expect(await platform.statusOf(org, runId)).toBe('running');
     await platform.db?.end();
     await run('bash', ['deploy/local/stack.sh', 'down'], { cwd: REPO_ROOT });
     await run('bash', ['deploy/local/stack.sh', 'up'], { cwd: REPO_ROOT });

@@ -44,12 +44,11 @@ describe('token streaming', () => {
     const runId = await startRun('[scenario:agent] [pace:15] find the parser notes', 8);
     // Deltas are live only: the run is held paused until the stream is open, so the stream is open
     // before the last answer starts however fast the steps before it are.
-    expect((await platform.http('POST', `/runs/${runId}/pause`, { org })).status).toBe(202);
-    await platform.waitForStatus(org, runId, 'paused');
+    await platform.holdRun(org, runId);
     const stream = new SseClient(`${platform.gatewayUrl}/runs/${runId}/events`, { 'X-Org': org });
     try {
       await waitFor('the stream open', () => stream.status === 200, 30_000);
-      expect((await platform.http('POST', `/runs/${runId}/resume`, { org })).status).toBe(202);
+      await platform.releaseRun(org, runId);
       await platform.waitForStatus(org, runId, 'done');
       await waitFor('the end of the stream', () => stream.ended, 30_000);
       const answers = (await stepsOf(runId)).filter((s) => s.kind === 'llm' && !s.output.startsWith('called '));

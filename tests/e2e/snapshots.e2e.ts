@@ -65,9 +65,9 @@ describe('snapshots and forks on the real servers', () => {
     // then let go. The ticker keeps its cadence while the steps wait.
     await startAgent(runId, { max_steps: 12, snapshots: { per_turn: true, interval_seconds: 1, max_snapshots: 50 } });
     await waitFor('run started', async () => (await runEvents(runId)).length > 0);
-    expect((await platform.http('POST', `/runs/${runId}/pause`, { org })).status).toBe(202);
+    await platform.holdRun(org, runId);
     await waitFor('a cadence row', async () => (await rowsOf(runId)).some((r) => r.turn === undefined && !r.is_final), 60_000);
-    expect((await platform.http('POST', `/runs/${runId}/resume`, { org })).status).toBe(202);
+    await platform.releaseRun(org, runId);
     expect((await waitFinished(runId)).payload.state).toMatchObject({ status: 'done' });
     const rows = await rowsOf(runId);
     const turnRows = rows.filter((r) => r.turn !== undefined);

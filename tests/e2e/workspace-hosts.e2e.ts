@@ -42,16 +42,14 @@ describe('workspace hosts: no shared disk', () => {
       return s && s.host && s.step >= step ? s : undefined;
     }, 120_000, 50);
   /**
-   * Holds the run paused once it is `step` steps in, on some host, so a host killed then still has the
-   * run's later steps to move however fast the steps are; `resume` lets it go on.
+   * Holds the run once it is `step` steps in, on some host, so a host killed then still has the run's
+   * later steps to move however fast the steps are; `platform.releaseRun` lets it go on.
    */
-  const pausedAt = async (runId: string, step: number) => {
+  const heldAt = async (runId: string, step: number) => {
     const at = await onHostAt(runId, step);
-    expect((await platform.http('POST', `/runs/${runId}/pause`, { org })).status).toBe(202);
-    await platform.waitForStatus(org, runId, 'paused');
+    await platform.holdRun(org, runId);
     return at;
   };
-  const resume = async (runId: string) => expect((await platform.http('POST', `/runs/${runId}/resume`, { org })).status).toBe(202);
   const eventsOf = (runId: string, type: string) => events.filter((e) => e.value.run_id === runId && e.value.org === org && e.value.type === type);
   const dirOf = (host: string, runId: string) => join(platform.workspaceRoot(host), org, runId);
 
@@ -61,10 +59,10 @@ describe('workspace hosts: no shared disk', () => {
     const moved = uniqueId('moved');
     await start(reference, steps);
     await start(moved, steps);
-    const before = await pausedAt(moved, 6);
+    const before = await heldAt(moved, 6);
     const lost = before.host as string;
     await platform.stopHost(lost, 'SIGKILL');
-    await resume(moved);
+    await platform.releaseRun(org, moved);
 
     await platform.waitForStatus(org, moved, 'done', 180_000);
     const [move] = await waitFor('the workspace_moved event', () => eventsOf(moved, 'workspace_moved').length > 0 && eventsOf(moved, 'workspace_moved'), 30_000);
@@ -120,9 +118,9 @@ describe('workspace hosts: no shared disk', () => {
     const runId = uniqueId('series');
     const res = await platform.http('POST', '/agents', { org, body: { run_id: runId, goal: 'follow the run', max_steps: 12, snapshots: { per_turn: true } } });
     expect(res.status).toBe(202);
-    const before = await pausedAt(runId, 4);
+    const before = await heldAt(runId, 4);
     await platform.stopHost(before.host as string, 'SIGKILL');
-    await resume(runId);
+    await platform.releaseRun(org, runId);
     await platform.waitForStatus(org, runId, 'done', 180_000);
     await platform.startHost(before.host as string);
     const all = await waitFor('the run finished on the topic', () => eventsOf(runId, 'run_finished').length > 0 && events.filter((e) => e.value.run_id === runId), 30_000);
@@ -167,9 +165,9 @@ describe('workspace hosts: no shared disk', () => {
     const child = uniqueId('fchild');
     const fork = await platform.http('POST', `/runs/${parent}/fork`, { org, body: { run_id: child, snapshot_id: from.snapshot_id } });
     expect(fork.status).toBe(202);
-    const at = await pausedAt(child, 6);
+    const at = await heldAt(child, 6);
     await platform.stopHost(at.host as string, 'SIGKILL');
-    await resume(child);
+    await platform.releaseRun(org, child);
     await platform.waitForStatus(org, child, 'done', 180_000);
     await platform.startHost(at.host as string);
     const [move] = await waitFor('the fork moved', () => eventsOf(child, 'workspace_moved').length > 0 && eventsOf(child, 'workspace_moved'), 30_000);

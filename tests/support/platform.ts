@@ -483,11 +483,33 @@ export class Platform {
     return result.rows as T[];
   }
 
+  /** The run's status in the read model; undefined before its first event is projected. */
+  async statusOf(org: string, runId: string): Promise<string | undefined> {
+    const rows = await this.query<{ status: string }>('SELECT status FROM runs WHERE org = $1 AND run_id = $2', [org, runId]);
+    return rows[0]?.status;
+  }
+
   async waitForStatus(org: string, runId: string, status: string, timeoutMs = 120_000): Promise<void> {
-    await waitFor(`run ${org}/${runId} to be ${status}`, async () => {
-      const rows = await this.query<{ status: string }>('SELECT status FROM runs WHERE org = $1 AND run_id = $2', [org, runId]);
-      return rows[0]?.status === status;
-    }, timeoutMs, 100);
+    await waitFor(`run ${org}/${runId} to be ${status}`, async () => (await this.statusOf(org, runId)) === status, timeoutMs, 100);
+  }
+
+  /**
+   * Holds a run mid-run: pauses it over HTTP and waits until the read model shows it paused, so a
+   * test's fault or stream is in place before the run's next step however fast its steps are.
+   */
+  async holdRun(org: string, runId: string): Promise<void> {
+    await this.control(org, runId, 'pause');
+    await this.waitForStatus(org, runId, 'paused');
+  }
+
+  /** Lets a held run go on. */
+  async releaseRun(org: string, runId: string): Promise<void> {
+    await this.control(org, runId, 'resume');
+  }
+
+  private async control(org: string, runId: string, action: 'pause' | 'resume'): Promise<void> {
+    const res = await this.http('POST', `/runs/${runId}/${action}`, { org });
+    if (res.status !== 202) throw new Error(`${action} of ${org}/${runId}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
   }
 }
 
