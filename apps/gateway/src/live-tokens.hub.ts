@@ -59,8 +59,9 @@ export class LiveTokensHub implements OnModuleInit, OnApplicationShutdown, Readi
     return this.listeners.size;
   }
 
-  dispatch(message: Pick<InboundMessage, 'value' | 'partition' | 'offset'>): void {
-    const reading = readRunTokenDelta(message.value);
+  dispatch(message: Pick<InboundMessage, 'value' | 'partition' | 'offset' | 'undecodable'>): void {
+    // A record batch the client could not read counts once, as one unreadable record.
+    const reading = message.undecodable ? { ok: false as const, detail: `an undecodable record batch (${message.undecodable.reason})` } : readRunTokenDelta(message.value);
     if (!reading.ok) {
       this.unreadable.inc();
       if (Date.now() - this.lastWarned > 60_000) {

@@ -3,7 +3,7 @@ import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { COMMAND_TYPES, TOPICS, type CommandOutcome } from '@agentrun/contracts';
 import { readCommand, type CommandReading } from '@agentrun/contracts/validation';
 import { CommandAuthenticator, CommandService, TransientCommandError } from '@agentrun/commands';
-import { dlqMessage, retryWhileActive, type InboundMessage, type KafkaBusContext } from '@agentrun/kafka';
+import { dlqMessage, retryWhileActive, undecodableDlqMessage, type InboundMessage, type KafkaBusContext } from '@agentrun/kafka';
 import { Kafka } from '@agentrun/runtime';
 import { BoundedLabel, inConsumerSpan, processMetrics, traceIdOfTraceparent, withLogContext } from '@agentrun/telemetry';
 
@@ -59,6 +59,15 @@ export class CommandConsumer implements OnApplicationBootstrap {
 
   /** Returns false when it gave up because the consumer is stopping (nothing was decided). */
   private async decideMessage(message: InboundMessage, ctx: KafkaBusContext): Promise<boolean> {
+    if (message.undecodable) {
+      // A batch the client could not read: dead-lettered whole, and the commit moves past all of it.
+      const { baseOffset, lastOffset, reason } = message.undecodable;
+      this.logger.warn(`dead-lettering the record batch ${message.topic}/${message.partition}@${baseOffset}..${lastOffset}: undecodable_batch (${reason})`);
+      const dlq = this.kafka.topic(TOPICS.commandsDlq);
+      await this.kafka.bus.send(dlq, [undecodableDlqMessage(message)]);
+      this.metrics.dlq().inc({ topic: dlq, reason: 'undecodable_batch' });
+      return true;
+    }
     const reading = readCommand(message.value);
     if (reading.kind === 'unreadable') {
       this.logger.warn(`dead-lettering ${message.topic}/${message.partition}@${message.offset}: ${reading.reason} (${reading.detail})`);

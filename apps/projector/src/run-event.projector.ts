@@ -2,7 +2,7 @@ import { Controller, Inject, Logger } from '@nestjs/common';
 import { Ctx, EventPattern, Payload } from '@nestjs/microservices';
 import { runStateKey, TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { readRunEvent } from '@agentrun/contracts/validation';
-import { dlqMessage, retryWhileActive, type EventVerifier, type InboundMessage, type KafkaBusContext, type KafkaBusPatternExtras, type OutboundMessage } from '@agentrun/kafka';
+import { dlqMessage, retryWhileActive, undecodableDlqMessage, type EventVerifier, type InboundMessage, type KafkaBusContext, type KafkaBusPatternExtras, type OutboundMessage } from '@agentrun/kafka';
 import { FaultPoints } from '@agentrun/config';
 import { activeRunsByKindAndStatus, applyRunEvents, readRunStates } from '@agentrun/persistence';
 import { Database, Kafka, PLATFORM_CONFIG, runEventVerifier } from '@agentrun/runtime';
@@ -67,6 +67,13 @@ export class RunEventProjector {
     const poison: OutboundMessage[] = [];
     const refused = new Map<string, number>();
     for (const message of messages) {
+      if (message.undecodable) {
+        // A record batch the client could not read: dead-lettered whole; the batch's commit moves past it.
+        this.logger.warn(`record batch ${message.partition}@${message.undecodable.baseOffset}..${message.undecodable.lastOffset} is undecodable: ${message.undecodable.reason}`);
+        poison.push(undecodableDlqMessage(message));
+        refused.set('undecodable_batch', (refused.get('undecodable_batch') ?? 0) + 1);
+        continue;
+      }
       // Verified first: a forged record's bytes are never parsed, let alone stored.
       const verdict = this.verifier.verify(message.value, message.headers);
       if (!verdict.ok) {

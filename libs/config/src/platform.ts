@@ -209,6 +209,13 @@ export const kafkaSpec = {
   /** How long the delete-policy topics keep records; -1 keeps them forever. */
   KAFKA_RETENTION_MS: int(604_800_000, -1),
   KAFKA_TOPICS_CHECK: bool(true),
+  /**
+   * The codec of the records this service produces. Every codec is read whatever this says; `none` by
+   * default because consumers on kafkajs (outside systems included) read only gzip unless given codecs.
+   */
+  KAFKA_COMPRESSION: oneOf(['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const, 'none'),
+  /** How far one fetched record batch may inflate; a batch over it is dead-lettered as `undecodable_batch`. */
+  KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: int(64 * 1024 * 1024, 1024 * 1024, 2 * 1024 * 1024 * 1024),
 };
 
 /**

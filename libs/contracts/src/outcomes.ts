@@ -60,8 +60,11 @@ export type CommandOutcome = Static<typeof COMMAND_OUTCOME_SCHEMA>;
 /**
  * Why a record was dead-lettered. On the run-events DLQ, `unsigned`, `unknown_key` and `bad_signature` mean the
  * record's signature headers were missing, named a key the projector does not accept, or did not match its bytes.
+ * `undecodable_batch` (any DLQ) is a whole record batch the consumer could not decompress or decode: its
+ * `source` gives the batch's first offset and `last_offset`, `original_base64` the batch as the broker sent it
+ * (empty when over 256 KiB), and the partition moves on past it.
  */
-export const DLQ_REASONS = ['not_json', 'not_a_command', 'too_large', 'not_an_event', 'unsigned', 'unknown_key', 'bad_signature'] as const;
+export const DLQ_REASONS = ['not_json', 'not_a_command', 'too_large', 'not_an_event', 'unsigned', 'unknown_key', 'bad_signature', 'undecodable_batch'] as const;
 export type DlqReason = (typeof DLQ_REASONS)[number];
 
 /** What a DLQ holds: the original bytes and why they could not be read. */
@@ -70,7 +73,14 @@ export const DLQ_RECORD_SCHEMA = Type.Object(
     reason: StringEnum(DLQ_REASONS),
     detail: Type.String(),
     original_base64: Type.String(),
-    source: Type.Object({ topic: Type.String(), partition: Type.Integer(), offset: Type.String() }),
+    source: Type.Object({
+      topic: Type.String(),
+      partition: Type.Integer(),
+      /** The record's offset; for `undecodable_batch`, the batch's first. */
+      offset: Type.String(),
+      /** `undecodable_batch` only: the batch's last offset. */
+      last_offset: Type.Optional(Type.String()),
+    }),
     ts: Type.String({ format: 'date-time' }),
   },
   { $id: 'https://agentrun.dev/schemas/dlq-record.v1.json', title: 'DlqRecord' },

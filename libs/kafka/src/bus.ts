@@ -1,7 +1,9 @@
-import { CompressionTypes, ConfigResourceTypes, ConfigSource, Kafka, logLevel, Partitioners, type Admin, type Consumer, type KafkaConfig, type Producer } from 'kafkajs';
+import { ConfigResourceTypes, ConfigSource, Kafka, logLevel, Partitioners, type Admin, type Consumer, type KafkaConfig, type Producer } from 'kafkajs';
 import type { KafkaSasl, KafkaTls } from './security';
 import { PRODUCE_REQUEST_BYTES, type DescribedTopic, type TopicAdmin, type TopicSpec } from './topics';
 import { SendQueue } from './send-queue';
+import { CODEC_IDS, DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES, type KafkaCompression } from './codecs';
+import { installKafkaDecoding, undecodableOf, type UndecodableBatch } from './fetch-decoding';
 
 /** Kafka behind our own interface: no kafkajs type leaves this lib, so the client can be swapped. */
 export interface InboundMessage {
@@ -13,6 +15,12 @@ export interface InboundMessage {
   timestamp: string;
   /** Record headers decoded as UTF-8; a name sent more than once has all its values, in order. */
   headers?: Record<string, string | string[]>;
+  /**
+   * Set when this is no record but a record batch the client could not read (its codec failed, or it
+   * inflates past the bound): `offset` is the batch's last offset, so committing it moves past the
+   * whole batch. The handler dead-letters it (`undecodable_batch`); key and value are null.
+   */
+  undecodable?: UndecodableBatch;
 }
 
 export interface OutboundMessage {
@@ -60,6 +68,15 @@ export interface KafkaBusOptions {
   /** From `kafkaClientSecurity`: the login when the protocol is SASL_*. */
   sasl?: KafkaSasl;
   log?: (level: 'error' | 'warn' | 'info', message: string) => void;
+  /** The codec of what this bus produces (KAFKA_COMPRESSION); `none` by default. Every codec is read whatever this says. */
+  compression?: KafkaCompression;
+  /** How far one fetched batch may inflate before it is refused as undecodable (KAFKA_MAX_DECOMPRESSED_BATCH_BYTES). */
+  maxDecompressedBatchBytes?: number;
+}
+
+/** How long a consumer that crashed waits before it starts again: doubling from 1 s to 30 s. */
+export function consumerRestartDelay(attempt: number): number {
+  return Math.min(30_000, 1_000 * 2 ** Math.max(0, Math.min(attempt - 1, 5)));
 }
 
 /** kafkajs gives header values as Buffers (or arrays of them); callers get text. */
@@ -102,12 +119,12 @@ export class KafkaBus implements TopicAdmin {
   private readonly clientConfig: KafkaConfig;
   private producerReady?: Promise<Producer>;
   private liveProducerReady?: Promise<Producer>;
-  private readonly consumers = new Set<Consumer>();
+  private readonly consumers = new Set<ConsumerHandle>();
   /** The ordered, fully acknowledged sends, coalesced while one is in flight. */
   private readonly sends = new SendQueue<OutboundMessage>(
     async ({ topic, messages }) => {
       const producer = await this.producer();
-      await producer.send({ topic, acks: -1, compression: CompressionTypes.None, messages: messages.map((m) => ({ key: m.key, value: m.value, headers: m.headers })) });
+      await producer.send({ topic, acks: -1, compression: this.compression, messages: messages.map((m) => ({ key: m.key, value: m.value, headers: m.headers })) });
     },
     recordBytes,
     PRODUCE_REQUEST_BYTES,
@@ -115,8 +132,13 @@ export class KafkaBus implements TopicAdmin {
   /** Kept connected for repeated offset reads (metrics scrapes); dropped on an error, made again on the next read. */
   private offsetsAdmin?: Promise<Admin>;
 
+  /** kafkajs's codec id for what this bus produces. */
+  private readonly compression: number;
+
   constructor(private readonly options: KafkaBusOptions) {
     const log = options.log;
+    installKafkaDecoding(options.maxDecompressedBatchBytes ?? DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES);
+    this.compression = CODEC_IDS[options.compression ?? 'none'];
     this.clientConfig = {
       clientId: options.clientId,
       brokers: options.brokers,
@@ -192,12 +214,78 @@ export class KafkaBus implements TopicAdmin {
       );
     }
     const producer = await this.liveProducerReady;
-    await producer.send({ topic, acks: 1, compression: CompressionTypes.None, messages: messages.map((m) => ({ key: m.key, value: m.value, headers: m.headers })) });
+    await producer.send({ topic, acks: 1, compression: this.compression, messages: messages.map((m) => ({ key: m.key, value: m.value, headers: m.headers })) });
   }
 
+  /**
+   * Starts a consumer and keeps it consuming: kafkajs restarts one itself after a retriable error, and
+   * gives up for good after any other; then this starts a new one, backing off from 1 s to 30 s, until
+   * `stop`. A batch that cannot be read reaches the handler as a marker message (`undecodable`), so
+   * the handler's commit moves past it. The first start's failure is thrown (a service that cannot
+   * join its group at startup says so).
+   */
   async consume(options: ConsumeOptions): Promise<ConsumerHandle> {
+    let current: Consumer | undefined;
+    let running = false;
+    let stopped = false;
+    let restart: NodeJS.Timeout | undefined;
+    /** Crashes since a batch was last handled: the next start's backoff. */
+    let crashes = 0;
+    const log = this.options.log ?? (() => undefined);
+    const later = (why: string) => {
+      if (stopped) return;
+      crashes++;
+      const delay = consumerRestartDelay(crashes);
+      log('error', `kafka consumer ${options.groupId} stopped (${why}); starting it again in ${delay} ms`);
+      restart = setTimeout(() => {
+        restart = undefined;
+        if (!stopped) void begin().catch((err: unknown) => later(`starting failed: ${(err as Error).message}`));
+      }, delay);
+    };
+    const begin = async (): Promise<void> => {
+      const consumer = this.consumerFor(options);
+      current = consumer;
+      consumer.on(consumer.events.GROUP_JOIN, () => (running = true));
+      consumer.on(consumer.events.STOP, () => (running = false));
+      consumer.on(consumer.events.CRASH, (event) => {
+        running = false;
+        // kafkajs disconnected it before saying so; with `restart` it starts it again itself.
+        if (event.payload.restart || consumer !== current) return;
+        const error = event.payload.error as Error;
+        later(`${error.name}: ${error.message}`);
+      });
+      try {
+        await consumer.connect();
+        await consumer.subscribe({ topics: options.topics, fromBeginning: options.fromBeginning ?? true });
+        await this.run(consumer, options, () => (crashes = 0));
+      } catch (err) {
+        await consumer.disconnect().catch(() => undefined);
+        throw err;
+      }
+    };
+    const handle: ConsumerHandle = {
+      isRunning: () => running,
+      stop: async () => {
+        stopped = true;
+        clearTimeout(restart);
+        this.consumers.delete(handle);
+        await current?.disconnect();
+      },
+    };
+    this.consumers.add(handle);
+    try {
+      await begin();
+    } catch (err) {
+      this.consumers.delete(handle);
+      stopped = true;
+      throw err;
+    }
+    return handle;
+  }
+
+  private consumerFor(options: ConsumeOptions): Consumer {
     const { timings } = this.options;
-    const consumer = this.kafka.consumer({
+    return this.kafka.consumer({
       groupId: options.groupId,
       sessionTimeout: timings.sessionTimeout,
       heartbeatInterval: timings.heartbeatInterval,
@@ -205,28 +293,28 @@ export class KafkaBus implements TopicAdmin {
       allowAutoTopicCreation: false,
       retry: { retries: Number.MAX_SAFE_INTEGER, initialRetryTime: 300, maxRetryTime: 5_000 },
     });
-    this.consumers.add(consumer);
-    let running = false;
-    consumer.on(consumer.events.GROUP_JOIN, () => (running = true));
-    consumer.on(consumer.events.STOP, () => (running = false));
-    consumer.on(consumer.events.CRASH, () => (running = false));
-    await consumer.connect();
-    await consumer.subscribe({ topics: options.topics, fromBeginning: options.fromBeginning ?? true });
+  }
+
+  private async run(consumer: Consumer, options: ConsumeOptions, handled: () => void): Promise<void> {
     await consumer.run({
       autoCommit: false,
       // Without commits the batch's offsets are resolved when its handler returns, or the next fetch reads it again.
       eachBatchAutoResolve: options.commits === false,
       partitionsConsumedConcurrently: options.concurrency ?? 1,
       eachBatch: async ({ batch, resolveOffset, commitOffsetsIfNecessary, heartbeat, isRunning, isStale }) => {
-        const messages: InboundMessage[] = batch.messages.map((m) => ({
-          topic: batch.topic,
-          partition: batch.partition,
-          offset: m.offset,
-          key: m.key,
-          value: m.value,
-          timestamp: m.timestamp,
-          headers: decodeHeaders(m.headers),
-        }));
+        const messages: InboundMessage[] = batch.messages.map((m) => {
+          const undecodable = undecodableOf(m);
+          return {
+            topic: batch.topic,
+            partition: batch.partition,
+            offset: m.offset,
+            key: m.key,
+            value: m.value,
+            timestamp: m.timestamp,
+            headers: decodeHeaders(m.headers),
+            ...(undecodable ? { undecodable } : {}),
+          };
+        });
         await options.handle(messages, {
           // The batch's own commit: unlike consumer.commitOffsets it still commits while the consumer
           // is stopping, so work finished during a drain is not read and done again.
@@ -239,15 +327,9 @@ export class KafkaBus implements TopicAdmin {
           heartbeat,
           isActive: () => isRunning() && !isStale(),
         });
+        handled();
       },
     });
-    return {
-      isRunning: () => running,
-      stop: async () => {
-        this.consumers.delete(consumer);
-        await consumer.disconnect();
-      },
-    };
   }
 
   /**
@@ -379,7 +461,7 @@ export class KafkaBus implements TopicAdmin {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.consumers].map((c) => c.disconnect()));
+    await Promise.all([...this.consumers].map((c) => c.stop()));
     // No new sends from here; those made before are acknowledged (or fail) before their producer goes.
     await this.sends.close();
     this.consumers.clear();

@@ -8,3 +8,5 @@ export * from './transport';
 export * from './event-signing';
 export * from './record-signature';
 export * from './send-queue';
+export * from './codecs';
+export * from './fetch-decoding';

@@ -129,6 +129,8 @@ export class Kafka implements OnModuleInit, OnApplicationShutdown, ReadinessChec
       clientId: config.KAFKA_CLIENT_ID ?? `agentrun-${service}`,
       timings: kafkaTimings(config),
       ...kafkaClientSecurity(config),
+      compression: config.KAFKA_COMPRESSION,
+      maxDecompressedBatchBytes: config.KAFKA_MAX_DECOMPRESSED_BATCH_BYTES,
       log: (level, message) => (level === 'error' ? this.logger.error(message) : this.logger.warn(message)),
     });
   }

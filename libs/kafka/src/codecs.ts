@@ -1,0 +1,193 @@
+import { gunzip, gzip } from 'node:zlib';
+import { promisify } from 'node:util';
+import { compress as zstdCompress, decompress as zstdDecompress } from '@mongodb-js/zstd';
+import { compressFrame as lz4CompressFrame, decompressFrame as lz4DecompressFrame } from 'lz4-napi';
+import { compressSync as snappyCompress, uncompressSync as snappyUncompress } from 'snappy';
+
+/**
+ * Kafka's record-batch codecs, in the form kafkajs takes them. kafkajs reads only gzip on its own; a
+ * batch in any other codec made its consumer crash for good. These read and write all four, whoever
+ * produced them (the Java client, librdkafka, franz-go, kafkajs), and refuse to inflate a batch past a
+ * bound, so a small compressed batch cannot take the process's memory.
+ */
+export const KAFKA_COMPRESSIONS = ['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const;
+export type KafkaCompression = (typeof KAFKA_COMPRESSIONS)[number];
+
+/** The codec ids of a record batch's attributes (its low three bits). */
+export const CODEC_IDS: Record<KafkaCompression, number> = { none: 0, gzip: 1, snappy: 2, lz4: 3, zstd: 4 };
+
+/** How far one batch may inflate by default: far above any producer's batch, far below the heap. */
+export const DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024;
+
+export interface KafkaCodec {
+  compress(encoder: { buffer: Buffer }): Promise<Buffer>;
+  decompress(buffer: Buffer): Promise<Buffer>;
+}
+
+/** A batch that was read from the broker but cannot be turned back into records. */
+export class UndecodableBatchError extends Error {
+  override readonly name = 'UndecodableBatchError';
+}
+
+const gzipAsync = promisify(gzip);
+const gunzipAsync = promisify(gunzip);
+
+/** Xerial's snappy framing, which the Java client writes: a magic header, then length-prefixed snappy blocks. */
+const XERIAL_MAGIC = Buffer.from([0x82, 0x53, 0x4e, 0x41, 0x50, 0x50, 0x59, 0x00]);
+const XERIAL_HEADER_BYTES = 16;
+/** The Java client's block size. */
+const XERIAL_BLOCK_BYTES = 32 * 1024;
+
+function tooLarge(codec: string, bytes: number | bigint | string, max: number): UndecodableBatchError {
+  return new UndecodableBatchError(`${codec}: the batch inflates to ${bytes} bytes, over the ${max}-byte limit (KAFKA_MAX_DECOMPRESSED_BATCH_BYTES)`);
+}
+
+function failed(codec: string, err: unknown): UndecodableBatchError {
+  if (err instanceof UndecodableBatchError) return err;
+  return new UndecodableBatchError(`${codec}: ${err instanceof Error ? err.message : String(err)}`);
+}
+
+/** A snappy block's own statement of its length: a little-endian base-128 varint at its start. */
+function snappyLength(block: Buffer): number {
+  let length = 0;
+  for (let i = 0, shift = 0; i < 5 && i < block.length; i++, shift += 7) {
+    length += (block[i] & 0x7f) * 2 ** shift;
+    if ((block[i] & 0x80) === 0) return length;
+  }
+  throw new Error('snappy: the block has no length');
+}
+
+function snappyBlock(block: Buffer, budget: number, max: number): Buffer {
+  const length = snappyLength(block);
+  if (length > budget) throw tooLarge('snappy', length, max);
+  return snappyUncompress(block) as Buffer;
+}
+
+export function snappyDecompress(buffer: Buffer, max: number): Buffer {
+  if (buffer.length < XERIAL_HEADER_BYTES || !buffer.subarray(0, XERIAL_MAGIC.length).equals(XERIAL_MAGIC)) return snappyBlock(buffer, max, max);
+  const blocks: Buffer[] = [];
+  let total = 0;
+  for (let at = XERIAL_HEADER_BYTES; at < buffer.length; ) {
+    if (at + 4 > buffer.length) throw new Error('snappy: a truncated xerial block length');
+    const size = buffer.readUInt32BE(at);
+    at += 4;
+    if (at + size > buffer.length) throw new Error('snappy: a truncated xerial block');
+    const block = snappyBlock(buffer.subarray(at, at + size), max - total, max);
+    total += block.length;
+    blocks.push(block);
+    at += size;
+  }
+  return Buffer.concat(blocks, total);
+}
+
+export function snappyCompressXerial(buffer: Buffer): Buffer {
+  // Magic, then version 1 and the oldest compatible version 1, as the Java client writes them.
+  const header = Buffer.alloc(XERIAL_HEADER_BYTES);
+  XERIAL_MAGIC.copy(header);
+  header.writeInt32BE(1, 8);
+  header.writeInt32BE(1, 12);
+  const parts: Buffer[] = [header];
+  for (let at = 0; at < buffer.length; at += XERIAL_BLOCK_BYTES) {
+    const block = snappyCompress(buffer.subarray(at, at + XERIAL_BLOCK_BYTES));
+    const size = Buffer.alloc(4);
+    size.writeUInt32BE(block.length);
+    parts.push(size, block);
+  }
+  return Buffer.concat(parts);
+}
+
+/** The content size an LZ4 frame declares, if it does (FLG bit 3). */
+export function lz4DeclaredSize(buffer: Buffer): bigint | undefined {
+  if (buffer.length < 15 || buffer.readUInt32LE(0) !== 0x184d2204) return undefined;
+  return (buffer[4] & 0x08) !== 0 ? buffer.readBigUInt64LE(6) : undefined;
+}
+
+/** The content size a zstd frame declares, if it does (RFC 8878 3.1.1.1). */
+export function zstdDeclaredSize(buffer: Buffer): bigint | undefined {
+  if (buffer.length < 6 || buffer.readUInt32LE(0) !== 0xfd2fb528) return undefined;
+  const descriptor = buffer[4];
+  const sizeFlag = descriptor >> 6;
+  const singleSegment = (descriptor & 0x20) !== 0;
+  const dictBytes = [0, 1, 2, 4][descriptor & 0x03];
+  const sizeBytes = sizeFlag === 0 ? (singleSegment ? 1 : 0) : [0, 2, 4, 8][sizeFlag];
+  if (sizeBytes === 0) return undefined;
+  const at = 5 + (singleSegment ? 0 : 1) + dictBytes;
+  if (buffer.length < at + sizeBytes) return undefined;
+  switch (sizeBytes) {
+    case 1:
+      return BigInt(buffer[at]);
+    case 2:
+      return BigInt(buffer.readUInt16LE(at) + 256);
+    case 4:
+      return BigInt(buffer.readUInt32LE(at));
+    default:
+      return buffer.readBigUInt64LE(at);
+  }
+}
+
+function checked(codec: string, declared: bigint | undefined, max: number): void {
+  if (declared !== undefined && declared > BigInt(max)) throw tooLarge(codec, declared, max);
+}
+
+function bounded(codec: string, out: Buffer, max: number): Buffer {
+  if (out.length > max) throw tooLarge(codec, out.length, max);
+  return out;
+}
+
+/**
+ * The codec for one compression type. Decompression is bounded by `maxBytes`: gzip stops inflating
+ * there, snappy, LZ4 and zstd refuse a batch whose declared size is over it (and check what they made
+ * when it declares none). Every failure is an UndecodableBatchError.
+ */
+export function kafkaCodec(kind: Exclude<KafkaCompression, 'none'>, maxBytes: number): KafkaCodec {
+  switch (kind) {
+    case 'gzip':
+      return {
+        compress: ({ buffer }) => gzipAsync(buffer),
+        decompress: async (buffer) => {
+          try {
+            return await gunzipAsync(buffer, { maxOutputLength: maxBytes });
+          } catch (err) {
+            if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge('gzip', `more than ${maxBytes}`, maxBytes);
+            throw failed('gzip', err);
+          }
+        },
+      };
+    case 'snappy':
+      return {
+        compress: async ({ buffer }) => snappyCompressXerial(buffer),
+        decompress: async (buffer) => {
+          try {
+            return snappyDecompress(buffer, maxBytes);
+          } catch (err) {
+            throw failed('snappy', err);
+          }
+        },
+      };
+    case 'lz4':
+      return {
+        // Independent 64 KiB blocks, no checksums: the frame every Kafka client reads.
+        compress: ({ buffer }) => lz4CompressFrame(buffer),
+        decompress: async (buffer) => {
+          try {
+            checked('lz4', lz4DeclaredSize(buffer), maxBytes);
+            return bounded('lz4', await lz4DecompressFrame(buffer), maxBytes);
+          } catch (err) {
+            throw failed('lz4', err);
+          }
+        },
+      };
+    case 'zstd':
+      return {
+        compress: ({ buffer }) => zstdCompress(buffer, 3),
+        decompress: async (buffer) => {
+          try {
+            checked('zstd', zstdDeclaredSize(buffer), maxBytes);
+            return bounded('zstd', await zstdDecompress(buffer), maxBytes);
+          } catch (err) {
+            throw failed('zstd', err);
+          }
+        },
+      };
+  }
+}
