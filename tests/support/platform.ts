@@ -401,6 +401,13 @@ export class Platform {
     await Promise.all(HOST_APPS.map((app) => this.startApp(`${app}@${host}`)));
   }
 
+  /** The process id of a running app. */
+  pidOf(app: Instance): number {
+    const pid = this.processes.get(app)?.pid;
+    if (pid === undefined) throw new Error(`${app} is not running`);
+    return pid;
+  }
+
   /** Waits for an app to exit on its own (a fault point killed it); returns its exit code, -1 for a signal. */
   async exited(app: Instance): Promise<number | null> {
     const code = await this.exits.get(app);
