@@ -23,6 +23,10 @@
  * the runs table must hold RUNS rows, all with last_seq = SEQS, and run_events RUNS x SEQS rows, or the
  * bench exits non-zero. Both databases are dropped at the end.
  *
+ * Then (d), through Kafka: 10,000 of the same events, signed, produced with each KAFKA_COMPRESSION
+ * (`none`, `lz4`, `zstd` by default; BENCH_CODECS=none,gzip,snappy,lz4,zstd for all), the bytes the
+ * broker holds for each, and a KafkaBus consumer reading and applying them (projector-kafka.ts).
+ *
  *   npm run bench:projector
  */
 import { performance } from 'node:perf_hooks';
@@ -30,7 +34,9 @@ import type { RunEventEnvelope } from '@agentrun/contracts';
 import { applyRunEvents, createDataSource, migrate, readRunStates } from '@agentrun/persistence';
 import type { DataSource } from 'typeorm';
 import { freshDatabase } from '../support/database';
+import { KAFKA_COMPRESSIONS, type KafkaCompression } from '@agentrun/kafka';
 import { buildBatches, PARTITIONS, SEQS } from './projector-events';
+import { kafkaCodecLeg } from './projector-kafka';
 
 const ORG = 'bench';
 const RUNS = 200;
@@ -196,6 +202,13 @@ async function main(): Promise<void> {
   row(['---', '---', '---', '---', '---', '---', '---']);
   for (const c of checks) row([c.label, String(c.runs), String(c.atLastSeq), `${c.minLastSeq}..${c.maxLastSeq}`, String(c.done), fmt(c.events), c.ok ? 'yes' : 'NO']);
   console.log(`\ndatabases dropped: ${dropped.join(', ')}`);
+  const codecs = (process.env.BENCH_CODECS ?? 'none,lz4,zstd').split(',').map((c) => c.trim()) as KafkaCompression[];
+  const unknown = codecs.filter((c) => !KAFKA_COMPRESSIONS.includes(c));
+  if (unknown.length) throw new Error(`BENCH_CODECS: ${unknown.join(', ')} is not one of ${KAFKA_COMPRESSIONS.join(', ')}`);
+  if (!(await kafkaCodecLeg(codecs, 100))) {
+    console.error('\nread model wrong after the Kafka leg');
+    process.exitCode = 1;
+  }
   if (checks.length !== 3 || checks.some((c) => !c.ok)) {
     console.error(`\nread model wrong: expected ${RUNS} runs rows, all with last_seq ${SEQS} and status done, and ${fmt(total)} run_events rows`);
     process.exitCode = 1;

@@ -43,6 +43,8 @@ describe('the Kafka settings', () => {
       KAFKA_SSL_KEY_PASSWORD: undefined,
       KAFKA_TOPIC_PARTITIONS: 12,
       KAFKA_REPLICATION_FACTOR: 3,
+      KAFKA_COMPRESSION: 'none',
+      KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: 64 * 1024 * 1024,
       KAFKA_MIN_INSYNC_REPLICAS: 2,
       KAFKA_RETENTION_MS: 604_800_000,
       KAFKA_TOPICS_CHECK: true,
@@ -76,11 +78,17 @@ describe('the Kafka settings', () => {
     expect(config.KAFKA_SASL_OAUTHBEARER_CLIENT_SECRET).toBe('from-a-file');
   });
 
+  it('take the codec of what the service produces and the bound on a batch', () => {
+    expect(loadConfig(kafkaSpec, { KAFKA_COMPRESSION: 'zstd', KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: '2097152' })).toMatchObject({ KAFKA_COMPRESSION: 'zstd', KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: 2_097_152 });
+  });
+
   it.each<[string, Env, string[]]>([
     ['a SASL protocol without a mechanism', { KAFKA_SECURITY_PROTOCOL: 'SASL_SSL' }, ['KAFKA_SASL_MECHANISM is required when KAFKA_SECURITY_PROTOCOL is SASL_SSL (one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER)']],
     ['a mechanism without SASL', { KAFKA_SASL_MECHANISM: 'PLAIN' }, ['KAFKA_SASL_MECHANISM is set but KAFKA_SECURITY_PROTOCOL is PLAINTEXT; use SASL_SSL or SASL_PLAINTEXT']],
     ['an unknown mechanism (and nothing about the settings that hang on it)', { KAFKA_SECURITY_PROTOCOL: 'SASL_SSL', KAFKA_SASL_MECHANISM: 'GSSAPI', KAFKA_SASL_USERNAME: 'u' }, ["KAFKA_SASL_MECHANISM must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, got 'GSSAPI'"]],
     ['an unknown protocol', { KAFKA_SECURITY_PROTOCOL: 'TLS' }, ["KAFKA_SECURITY_PROTOCOL must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, got 'TLS'"]],
+    ['an unknown codec', { KAFKA_COMPRESSION: 'brotli' }, ["KAFKA_COMPRESSION must be one of none, gzip, snappy, lz4, zstd, got 'brotli'"]],
+    ['a batch bound under 1 MiB', { KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: '1000' }, [expect.stringMatching(/^KAFKA_MAX_DECOMPRESSED_BATCH_BYTES must be .*1048576/) as unknown as string]],
     [
       'SCRAM without credentials',
       { KAFKA_SECURITY_PROTOCOL: 'SASL_SSL', KAFKA_SASL_MECHANISM: 'SCRAM-SHA-256' },

@@ -67,6 +67,9 @@ export function asyncApiDocument(): Record<string, unknown> {
       version: '1.0.0',
       description: [
         'The Kafka topics of the AgentRun platform, version 1. Every value is UTF-8 JSON.',
+        'Records are read in any Kafka codec (gzip, snappy, lz4, zstd), whoever produced them and whatever the topic\'s compression.type.',
+        'What AgentRun sends is uncompressed unless the deployment sets KAFKA_COMPRESSION (none, gzip, snappy, lz4 or zstd).',
+        'A record batch a consumer cannot decompress or decode goes to its DLQ whole (reason undecodable_batch) and the partition moves on.',
         'Readers ignore fields and event types they do not know; a breaking change is a new topic version.',
         'Generated from libs/contracts by `npm run docs:contracts`; do not edit by hand.',
       ].join('\n'),
@@ -84,10 +87,10 @@ export function asyncApiDocument(): Record<string, unknown> {
     operations: {
       receiveCommand: operation('receive', 'commands', ['command'], 'The orchestrator reads each command once per command id.'),
       sendCommandOutcome: operation('send', 'commandResults', ['outcome'], 'Accepted, duplicate or rejected (with a reason), for every readable command.'),
-      sendCommandToDlq: operation('send', 'commandsDlq', ['dlqRecord'], 'A command value that is not JSON, too large, or without a command id or org.'),
+      sendCommandToDlq: operation('send', 'commandsDlq', ['dlqRecord'], 'A command value that is not JSON, too large, or without a command id or org; or a whole record batch that could not be decompressed or decoded (undecodable_batch).'),
       sendRunEvent: operation('send', 'runEvents', [...RUN_EVENT_TYPES], 'The workflows publish events in seq order through their outbox.'),
       receiveRunEvent: operation('receive', 'runEvents', [...RUN_EVENT_TYPES], 'The projector applies events to the read model.'),
-      sendRunEventToDlq: operation('send', 'runEventsDlq', ['dlqRecord'], 'An event that is unsigned, signed with a key the projector does not accept or with a signature that does not match, or whose envelope cannot be read.'),
+      sendRunEventToDlq: operation('send', 'runEventsDlq', ['dlqRecord'], 'An event that is unsigned, signed with a key the projector does not accept or with a signature that does not match, or whose envelope cannot be read; or a whole record batch that could not be decompressed or decoded (undecodable_batch).'),
       sendRunState: operation('send', 'runState', ['runState'], 'After every commit, the state of each run the commit touched.'),
       sendRunToken: operation('send', 'runTokens', ['runToken'], 'While a model call streams, its deltas, batched as they come; a retried call starts again at index 0 with its new attempt.'),
       receiveRunToken: operation('receive', 'runTokens', ['runToken'], 'Every gateway reads them all and sends each to the SSE streams of its run as a `token` frame without an id.'),
