@@ -1,4 +1,5 @@
 import { execFile, spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { ConfigResourceTypes, ConfigSource } from 'kafkajs';
 import { TOPICS, type CommandOutcome, type DlqRecord, type RunEventEnvelope } from '@agentrun/contracts';
@@ -7,7 +8,7 @@ import { oneToN, scriptedRunShape, seqsOnTopic } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
 import { scrapeMetrics, total } from '../support/prometheus';
 import { SseClient } from '../support/sse';
-import { stackUrls } from '../support/stack-env';
+import { REPO_ROOT, stackUrls } from '../support/stack-env';
 import { waitFor } from '../support/wait';
 
 /**
@@ -36,6 +37,40 @@ async function kcat(topic: string, codec: (typeof CODECS)[number] | 'none', reco
   child.stdin.end(Buffer.concat(records.flatMap((r) => [Buffer.from(`${r.key}\t`), Buffer.from(r.value), Buffer.from('\n')])));
   const code = await exited;
   if (code !== 0) throw new Error(`kcat exited with ${code}: ${stderr}`);
+}
+
+/** Publishes one record with the Kafka Java client (its console producer, from the jars the stack installs). */
+async function javaProducer(topic: string, codec: 'snappy' | 'lz4' | 'zstd', key: string, value: string): Promise<void> {
+  const child = spawn(
+    'java',
+    [
+      '-Xshare:auto',
+      '-XX:TieredStopAtLevel=1',
+      '-cp',
+      `${join(REPO_ROOT, '.stack/opt/kafka/libs')}/*`,
+      'org.apache.kafka.tools.ConsoleProducer',
+      '--bootstrap-server',
+      stackUrls().kafkaBrokers.join(','),
+      '--topic',
+      topic,
+      '--compression-codec',
+      codec,
+      '--reader-property',
+      'parse.key=true',
+      '--reader-property',
+      'key.separator=\t',
+    ],
+    { stdio: ['pipe', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+  const exited = new Promise<number | null>((resolve, reject) => {
+    child.once('error', reject);
+    child.once('close', resolve);
+  });
+  child.stdin.end(`${key}\t${value}\n`);
+  const code = await exited;
+  if (code !== 0) throw new Error(`the Java console producer exited with ${code}: ${stderr}`);
 }
 
 /** A value of one letter that zstd packs into a few hundred bytes and that inflates past the bound. */
@@ -71,6 +106,16 @@ describe('Kafka records in any codec, and batches that cannot be read', () => {
       expect({ codec, outcomes: outcomes.filter((o) => o.value.run_id === runId).map((o) => o.value.outcome) }).toEqual({ codec, outcomes: ['accepted'] });
       const [row] = await platform.query<{ last_seq: number }>('SELECT last_seq FROM runs WHERE org = $1 AND run_id = $2', [org, runId]);
       expect({ codec, last_seq: row.last_seq }).toEqual({ codec, last_seq: scriptedRunShape(4).events });
+    }
+    expect(commandsDlq).toHaveLength(0);
+  });
+
+  it("an agent.start from the Java client in snappy (xerial framing), lz4 and zstd (frames without a size) runs to done", async () => {
+    const runs = (['snappy', 'lz4', 'zstd'] as const).map((codec) => ({ codec, runId: uniqueId(`java-${codec}`) }));
+    await Promise.all(runs.map(({ codec, runId }) => javaProducer(platform.topic(TOPICS.commands), codec, runId, agentStart(runId))));
+    await Promise.all(runs.map(({ runId }) => platform.waitForStatus(org, runId, 'done')));
+    for (const { codec, runId } of runs) {
+      expect({ codec, outcomes: outcomes.filter((o) => o.value.run_id === runId).map((o) => o.value.outcome) }).toEqual({ codec, outcomes: ['accepted'] });
     }
     expect(commandsDlq).toHaveLength(0);
   });
