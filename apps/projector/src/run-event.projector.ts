@@ -68,10 +68,12 @@ export class RunEventProjector {
     const refused = new Map<string, number>();
     for (const message of messages) {
       if (message.undecodable) {
-        // A record batch the client could not read: dead-lettered whole; the batch's commit moves past it.
-        this.logger.warn(`record batch ${message.partition}@${message.undecodable.baseOffset}..${message.undecodable.lastOffset} is undecodable: ${message.undecodable.reason}`);
-        poison.push(undecodableDlqMessage(message));
-        refused.set('undecodable_batch', (refused.get('undecodable_batch') ?? 0) + 1);
+        // A record batch the client could not read: dead-lettered whole, each on its own send (one keeps up
+        // to 256 KiB of the batch: several in one request could pass the DLQ's message size); the
+        // batch's commit moves past it.
+        this.logger.warn(`dead-lettering the record batch ${message.partition}@${message.undecodable.baseOffset}..${message.undecodable.lastOffset}: undecodable_batch (${message.undecodable.reason})`);
+        await this.kafka.bus.send(this.kafka.topic(TOPICS.runEventsDlq), [undecodableDlqMessage(message)]);
+        this.metrics.dlq().inc({ topic: this.kafka.topic(TOPICS.runEventsDlq), reason: 'undecodable_batch' });
         continue;
       }
       // Verified first: a forged record's bytes are never parsed, let alone stored.

@@ -79,7 +79,7 @@ describe('the Kafka settings', () => {
   });
 
   it('take the codec of what the service produces and the bound on a batch', () => {
-    expect(loadConfig(kafkaSpec, { KAFKA_COMPRESSION: 'zstd', KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: '2097152' })).toMatchObject({ KAFKA_COMPRESSION: 'zstd', KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: 2_097_152 });
+    expect(loadConfig(kafkaSpec, { KAFKA_COMPRESSION: 'zstd', KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: '16777216' })).toMatchObject({ KAFKA_COMPRESSION: 'zstd', KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: 16_777_216 });
   });
 
   it.each<[string, Env, string[]]>([
@@ -88,7 +88,7 @@ describe('the Kafka settings', () => {
     ['an unknown mechanism (and nothing about the settings that hang on it)', { KAFKA_SECURITY_PROTOCOL: 'SASL_SSL', KAFKA_SASL_MECHANISM: 'GSSAPI', KAFKA_SASL_USERNAME: 'u' }, ["KAFKA_SASL_MECHANISM must be one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512, OAUTHBEARER, got 'GSSAPI'"]],
     ['an unknown protocol', { KAFKA_SECURITY_PROTOCOL: 'TLS' }, ["KAFKA_SECURITY_PROTOCOL must be one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL, got 'TLS'"]],
     ['an unknown codec', { KAFKA_COMPRESSION: 'brotli' }, ["KAFKA_COMPRESSION must be one of none, gzip, snappy, lz4, zstd, got 'brotli'"]],
-    ['a batch bound under 1 MiB', { KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: '1000' }, [expect.stringMatching(/^KAFKA_MAX_DECOMPRESSED_BATCH_BYTES must be .*1048576/) as unknown as string]],
+    ['a batch bound under 8 MiB', { KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: '1048576' }, [expect.stringMatching(/^KAFKA_MAX_DECOMPRESSED_BATCH_BYTES must be .*8388608/) as unknown as string]],
     [
       'SCRAM without credentials',
       { KAFKA_SECURITY_PROTOCOL: 'SASL_SSL', KAFKA_SASL_MECHANISM: 'SCRAM-SHA-256' },

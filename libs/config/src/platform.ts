@@ -214,8 +214,11 @@ export const kafkaSpec = {
    * default because consumers on kafkajs (outside systems included) read only gzip unless given codecs.
    */
   KAFKA_COMPRESSION: oneOf(['none', 'gzip', 'snappy', 'lz4', 'zstd'] as const, 'none'),
-  /** How far one fetched record batch may inflate; a batch over it is dead-lettered as `undecodable_batch`. */
-  KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: int(64 * 1024 * 1024, 1024 * 1024, 2 * 1024 * 1024 * 1024),
+  /**
+   * How far one fetched record batch may inflate; a batch over it is dead-lettered as `undecodable_batch`.
+   * At least 8 MiB: an LZ4 block's bound is up to 4 MiB before it is inflated.
+   */
+  KAFKA_MAX_DECOMPRESSED_BATCH_BYTES: int(64 * 1024 * 1024, 8 * 1024 * 1024, 2 * 1024 * 1024 * 1024),
 };
 
 /**

@@ -5,9 +5,13 @@ import { consumerRestartDelay, KafkaBus } from './bus';
 class FakeConsumer extends EventEmitter {
   readonly events = { GROUP_JOIN: 'join', STOP: 'stop', CRASH: 'crash' };
   disconnected = false;
-  async connect(): Promise<void> {}
+  ran = false;
+  async connect(): Promise<void> {
+    await gate;
+  }
   async subscribe(): Promise<void> {}
   async run(): Promise<void> {
+    this.ran = true;
     setImmediate(() => this.emit('join', {}));
   }
   async disconnect(): Promise<void> {
@@ -20,6 +24,8 @@ class FakeConsumer extends EventEmitter {
 }
 
 const consumers: FakeConsumer[] = [];
+/** What a consumer's connect waits for (a test holds it to stop a consumer mid-start). */
+let gate: Promise<void> = Promise.resolve();
 jest.mock('kafkajs', () => {
   const actual = jest.requireActual('kafkajs');
   return {
@@ -42,6 +48,7 @@ describe('KafkaBus consumers', () => {
 
   beforeEach(() => {
     consumers.length = 0;
+    gate = Promise.resolve();
     logs.length = 0;
     jest.useFakeTimers({ doNotFake: ['setImmediate'] });
   });
@@ -86,6 +93,35 @@ describe('KafkaBus consumers', () => {
     await handle.stop();
     await jest.advanceTimersByTimeAsync(60_000);
     expect(consumers).toHaveLength(1);
+    expect(handle.isRunning()).toBe(false);
+  });
+
+  it('starts from 1 s again after a minute without a crash', async () => {
+    const handle = await bus().consume({ groupId: 'g', topics: ['t'], handle: async () => undefined });
+    await joined();
+    consumers[0].crash(false);
+    await jest.advanceTimersByTimeAsync(1_000);
+    await joined();
+    await jest.advanceTimersByTimeAsync(61_000);
+    consumers[1].crash(false);
+    expect(logs[logs.length - 1]).toMatch(/starting it again in 1000 ms/);
+    await handle.stop();
+  });
+
+  it('a stop while a restart is connecting leaves nothing consuming', async () => {
+    const handle = await bus().consume({ groupId: 'g', topics: ['t'], handle: async () => undefined });
+    await joined();
+    let open!: () => void;
+    gate = new Promise((resolve) => (open = resolve));
+    consumers[0].crash(false);
+    await jest.advanceTimersByTimeAsync(1_000);
+    expect(consumers).toHaveLength(2);
+    const stopped = handle.stop();
+    open();
+    await stopped;
+    await joined();
+    expect(consumers[1].ran).toBe(false);
+    expect(consumers[1].disconnected).toBe(true);
     expect(handle.isRunning()).toBe(false);
   });
 

@@ -74,6 +74,9 @@ export interface KafkaBusOptions {
   maxDecompressedBatchBytes?: number;
 }
 
+/** A consumer that has not crashed for this long starts its backoff again from 1 s. */
+const CRASH_QUIET_MS = 60_000;
+
 /** How long a consumer that crashed waits before it starts again: doubling from 1 s to 30 s. */
 export function consumerRestartDelay(attempt: number): number {
   return Math.min(30_000, 1_000 * 2 ** Math.max(0, Math.min(attempt - 1, 5)));
@@ -219,33 +222,39 @@ export class KafkaBus implements TopicAdmin {
 
   /**
    * Starts a consumer and keeps it consuming: kafkajs restarts one itself after a retriable error, and
-   * gives up for good after any other; then this starts a new one, backing off from 1 s to 30 s, until
-   * `stop`. A batch that cannot be read reaches the handler as a marker message (`undecodable`), so
-   * the handler's commit moves past it. The first start's failure is thrown (a service that cannot
-   * join its group at startup says so).
+   * gives up for good after any other; then this starts a new one, backing off from 1 s to 30 s while
+   * it keeps crashing (a minute without a crash starts again from 1 s), until `stop`. A batch that
+   * cannot be read reaches the handler as a marker message (`undecodable`), so the handler's commit
+   * moves past it.
    */
   async consume(options: ConsumeOptions): Promise<ConsumerHandle> {
     let current: Consumer | undefined;
+    /** The start in progress, which `stop` waits for before it disconnects. */
+    let starting: Promise<void> | undefined;
     let running = false;
     let stopped = false;
     let restart: NodeJS.Timeout | undefined;
-    /** Crashes since a batch was last handled: the next start's backoff. */
+    /** Crashes in a row (none for CRASH_QUIET_MS resets it): the next start's backoff. */
     let crashes = 0;
+    let lastCrash = 0;
     const log = this.options.log ?? (() => undefined);
     const later = (why: string) => {
       if (stopped) return;
+      if (Date.now() - lastCrash > CRASH_QUIET_MS) crashes = 0;
       crashes++;
+      lastCrash = Date.now();
       const delay = consumerRestartDelay(crashes);
       log('error', `kafka consumer ${options.groupId} stopped (${why}); starting it again in ${delay} ms`);
       restart = setTimeout(() => {
         restart = undefined;
-        if (!stopped) void begin().catch((err: unknown) => later(`starting failed: ${(err as Error).message}`));
+        if (stopped) return;
+        starting = begin().catch((err: unknown) => later(`starting failed: ${(err as Error).message}`));
       }, delay);
     };
     const begin = async (): Promise<void> => {
       const consumer = this.consumerFor(options);
       current = consumer;
-      consumer.on(consumer.events.GROUP_JOIN, () => (running = true));
+      consumer.on(consumer.events.GROUP_JOIN, () => (running = !stopped));
       consumer.on(consumer.events.STOP, () => (running = false));
       consumer.on(consumer.events.CRASH, (event) => {
         running = false;
@@ -255,9 +264,12 @@ export class KafkaBus implements TopicAdmin {
         later(`${error.name}: ${error.message}`);
       });
       try {
-        await consumer.connect();
-        await consumer.subscribe({ topics: options.topics, fromBeginning: options.fromBeginning ?? true });
-        await this.run(consumer, options, () => (crashes = 0));
+        // A stop while this was on its way: nothing of it may go on consuming.
+        for (const step of [() => consumer.connect(), () => consumer.subscribe({ topics: options.topics, fromBeginning: options.fromBeginning ?? true }), () => this.run(consumer, options)]) {
+          if (stopped) break;
+          await step();
+        }
+        if (stopped) await consumer.disconnect();
       } catch (err) {
         await consumer.disconnect().catch(() => undefined);
         throw err;
@@ -267,14 +279,19 @@ export class KafkaBus implements TopicAdmin {
       isRunning: () => running,
       stop: async () => {
         stopped = true;
+        running = false;
         clearTimeout(restart);
         this.consumers.delete(handle);
+        await starting?.catch(() => undefined);
         await current?.disconnect();
       },
     };
     this.consumers.add(handle);
+    // A first start that cannot connect or subscribe is thrown (a service that cannot reach its topics
+    // at startup says so); one that fails later, joining the group, crashes and is started again.
+    starting = begin();
     try {
-      await begin();
+      await starting;
     } catch (err) {
       this.consumers.delete(handle);
       stopped = true;
@@ -295,7 +312,7 @@ export class KafkaBus implements TopicAdmin {
     });
   }
 
-  private async run(consumer: Consumer, options: ConsumeOptions, handled: () => void): Promise<void> {
+  private async run(consumer: Consumer, options: ConsumeOptions): Promise<void> {
     await consumer.run({
       autoCommit: false,
       // Without commits the batch's offsets are resolved when its handler returns, or the next fetch reads it again.
@@ -327,7 +344,6 @@ export class KafkaBus implements TopicAdmin {
           heartbeat,
           isActive: () => isRunning() && !isStale(),
         });
-        handled();
       },
     });
   }

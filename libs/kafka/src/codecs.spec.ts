@@ -2,7 +2,7 @@ import { gzipSync } from 'node:zlib';
 import { compress as zstdCompress } from '@mongodb-js/zstd';
 import { compressFrameSync } from 'lz4-napi';
 import { compressSync as snappyRaw } from 'snappy';
-import { UndecodableBatchError, kafkaCodec, lz4DeclaredSize, snappyCompressXerial, snappyDecompress, zstdDeclaredSize, KAFKA_COMPRESSIONS } from './codecs';
+import { UndecodableBatchError, kafkaCodec, lz4DeclaredSize, lz4InflatedBound, zstdInflatedBound, snappyCompressXerial, snappyDecompress, zstdDeclaredSize, KAFKA_COMPRESSIONS } from './codecs';
 
 const MIB = 1024 * 1024;
 /** Text that compresses, then bytes that do not. */
@@ -35,7 +35,7 @@ describe('Kafka codecs', () => {
     };
     for (const [kind, bytes] of Object.entries(packed) as [keyof typeof packed, Buffer][]) {
       expect(bytes.length).toBeLessThan(MIB / 4);
-      await expect(kafkaCodec(kind, MIB).decompress(bytes)).rejects.toThrow(new RegExp(`^${kind}: the batch inflates to .* over the 1048576-byte limit`));
+      await expect(kafkaCodec(kind, MIB).decompress(bytes)).rejects.toThrow(new RegExp(`^${kind}: the batch (inflates|may inflate) to .* over the 1048576-byte limit`));
       await expect(kafkaCodec(kind, 4 * MIB).decompress(bytes)).resolves.toHaveLength(bomb.length);
     }
     // A raw snappy block says its length first: refused without inflating.
@@ -54,6 +54,27 @@ describe('Kafka codecs', () => {
     expect(lz4DeclaredSize(compressFrameSync(Buffer.alloc(1000, 1)))).toBeUndefined();
     const withSize = Buffer.from([0x04, 0x22, 0x4d, 0x18, 0x68, 0x40, 0x00, 0x00, 0x40, 0, 0, 0, 0, 0, 0]);
     expect(lz4DeclaredSize(withSize)).toBe(0x400000n);
+  });
+
+  it('bounds what zstd and LZ4 frames without a declared size inflate to, from their blocks, without inflating them', async () => {
+    for (const size of [100, 5_000, 200_000, 3 * MIB]) {
+      const same = Buffer.alloc(size, 'a');
+      const random = Buffer.from(Array.from({ length: size }, (_, i) => (i * 2_654_435_761) >>> 24));
+      for (const data of [same, random]) {
+        const zstd = zstdInflatedBound(await zstdCompress(data, 3));
+        const lz4 = lz4InflatedBound(compressFrameSync(data));
+        // Never below the truth, and near it: zstd's block splitting may cut a block short, LZ4 fills its blocks.
+        expect(zstd).toBeGreaterThanOrEqual(size);
+        expect(zstd).toBeLessThanOrEqual(2 * size + 128 * 1024);
+        // LZ4: a block not yet full may hold up to the frame's block size (4 MiB in lz4-napi's frames).
+        expect(lz4).toBeGreaterThanOrEqual(size);
+        expect(lz4).toBeLessThanOrEqual(size + 4 * MIB);
+      }
+    }
+    // The Java client's zstd (streaming, no size) over the bound is refused before inflating: the bound says so.
+    await expect(kafkaCodec('zstd', MIB).decompress(await zstdCompress(Buffer.alloc(3 * MIB, 'a'), 3))).rejects.toThrow(/^zstd: the batch may inflate to \d+ bytes \(by its blocks\)/);
+    expect(() => zstdInflatedBound(Buffer.from('28b52ffd00', 'hex'))).toThrow(/truncated/);
+    expect(() => lz4InflatedBound(Buffer.from('not an lz4 frame'))).toThrow(/not an LZ4 frame/);
   });
 
   it('says which codec failed, as an UndecodableBatchError', async () => {

@@ -125,8 +125,100 @@ export function zstdDeclaredSize(buffer: Buffer): bigint | undefined {
   }
 }
 
-function checked(codec: string, declared: bigint | undefined, max: number): void {
-  if (declared !== undefined && declared > BigInt(max)) throw tooLarge(codec, declared, max);
+/** A zstd block inflates to at most 128 KiB (Block_Maximum_Size, RFC 8878 3.1.1.2.4). */
+const ZSTD_BLOCK_MAX = 128 * 1024;
+
+/**
+ * The most that zstd frames can inflate to, read from their block headers without inflating them: a
+ * raw or RLE block says its size, a compressed one inflates to at most 128 KiB. Streaming encoders (the
+ * Java client's, ours) mostly fill whole blocks, so this stays near the true size (block splitting at
+ * some levels cuts blocks short: a third over, measured on 3 MiB). Throws on a frame it cannot walk.
+ */
+export function zstdInflatedBound(buffer: Buffer): number {
+  let at = 0;
+  let total = 0;
+  const need = (bytes: number) => {
+    if (at + bytes > buffer.length) throw new Error('zstd: a truncated frame');
+  };
+  while (at < buffer.length) {
+    need(8);
+    const magic = buffer.readUInt32LE(at);
+    if ((magic & 0xfffffff0) >>> 0 === 0x184d2a50) {
+      at += 8 + buffer.readUInt32LE(at + 4); // a skippable frame: no content
+      continue;
+    }
+    if (magic !== 0xfd2fb528) throw new Error('zstd: not a zstd frame');
+    const descriptor = buffer[at + 4];
+    const singleSegment = (descriptor & 0x20) !== 0;
+    const sizeFlag = descriptor >> 6;
+    at += 5 + (singleSegment ? 0 : 1) + [0, 1, 2, 4][descriptor & 0x03] + (sizeFlag === 0 ? (singleSegment ? 1 : 0) : [0, 2, 4, 8][sizeFlag]);
+    for (let last = false; !last; ) {
+      need(3);
+      const header = buffer.readUIntLE(at, 3);
+      at += 3;
+      last = (header & 1) === 1;
+      const type = (header >> 1) & 3;
+      const size = header >>> 3;
+      if (type === 0) total += size; // raw
+      else if (type === 1) total += size; // RLE: one byte, repeated `size` times
+      else if (type === 2) total += ZSTD_BLOCK_MAX;
+      else throw new Error('zstd: a reserved block type');
+      at += type === 1 ? 1 : size;
+    }
+    if ((descriptor & 0x04) !== 0) at += 4; // content checksum
+  }
+  return total;
+}
+
+/** LZ4 frame block sizes by the BD byte's bits 4-6. */
+const LZ4_BLOCK_MAX: Record<number, number> = { 4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024 };
+
+/**
+ * The most that LZ4 frames can inflate to, read from their block headers without inflating them: an
+ * uncompressed block says its size, a compressed one inflates to at most its frame's block size and at
+ * most 255 bytes for each of its own (LZ4's highest ratio). Throws on a frame it cannot walk.
+ */
+export function lz4InflatedBound(buffer: Buffer): number {
+  let at = 0;
+  let total = 0;
+  const need = (bytes: number) => {
+    if (at + bytes > buffer.length) throw new Error('lz4: a truncated frame');
+  };
+  while (at < buffer.length) {
+    need(7);
+    const magic = buffer.readUInt32LE(at);
+    if ((magic & 0xfffffff0) >>> 0 === 0x184d2a50) {
+      need(8);
+      at += 8 + buffer.readUInt32LE(at + 4); // a skippable frame
+      continue;
+    }
+    if (magic !== 0x184d2204) throw new Error('lz4: not an LZ4 frame');
+    const flags = buffer[at + 4];
+    const blockMax = LZ4_BLOCK_MAX[(buffer[at + 5] >> 4) & 0x07];
+    if (!blockMax) throw new Error('lz4: an unknown block size');
+    at += 6 + ((flags & 0x08) !== 0 ? 8 : 0) + ((flags & 0x01) !== 0 ? 4 : 0) + 1;
+    for (;;) {
+      need(4);
+      const word = buffer.readUInt32LE(at);
+      at += 4;
+      if (word === 0) break; // EndMark
+      const size = word & 0x7fffffff;
+      total += (word & 0x80000000) !== 0 ? size : Math.min(blockMax, size * 255 + 16);
+      at += size + ((flags & 0x10) !== 0 ? 4 : 0);
+    }
+    if ((flags & 0x04) !== 0) at += 4; // content checksum
+  }
+  return total;
+}
+
+/** Refuses a frame that says, or whose blocks allow, more than `max` bytes: before anything is inflated. */
+function checked(codec: string, declared: bigint | undefined, bound: () => number, max: number): void {
+  if (declared !== undefined) {
+    if (declared > BigInt(max)) throw tooLarge(codec, declared, max);
+    return;
+  }
+  const most = bound();
+  if (most > max) throw new UndecodableBatchError(`${codec}: the batch may inflate to ${most} bytes (by its blocks), over the ${max}-byte limit (KAFKA_MAX_DECOMPRESSED_BATCH_BYTES)`);
 }
 
 function bounded(codec: string, out: Buffer, max: number): Buffer {
@@ -136,8 +228,8 @@ function bounded(codec: string, out: Buffer, max: number): Buffer {
 
 /**
  * The codec for one compression type. Decompression is bounded by `maxBytes`: gzip stops inflating
- * there, snappy, LZ4 and zstd refuse a batch whose declared size is over it (and check what they made
- * when it declares none). Every failure is an UndecodableBatchError.
+ * there; snappy, LZ4 and zstd refuse, before inflating, a batch whose declared size (or, when it
+ * declares none, the most its blocks can hold) is over it. Every failure is an UndecodableBatchError.
  */
 export function kafkaCodec(kind: Exclude<KafkaCompression, 'none'>, maxBytes: number): KafkaCodec {
   switch (kind) {
@@ -166,11 +258,12 @@ export function kafkaCodec(kind: Exclude<KafkaCompression, 'none'>, maxBytes: nu
       };
     case 'lz4':
       return {
-        // Independent 64 KiB blocks, no checksums: the frame every Kafka client reads.
+        // Independent blocks of up to 4 MiB, no checksums: a frame every Kafka client reads (the Java
+        // client takes block sizes 64 KiB to 4 MiB, independent blocks only).
         compress: ({ buffer }) => lz4CompressFrame(buffer),
         decompress: async (buffer) => {
           try {
-            checked('lz4', lz4DeclaredSize(buffer), maxBytes);
+            checked('lz4', lz4DeclaredSize(buffer), () => lz4InflatedBound(buffer), maxBytes);
             return bounded('lz4', await lz4DecompressFrame(buffer), maxBytes);
           } catch (err) {
             throw failed('lz4', err);
@@ -182,7 +275,7 @@ export function kafkaCodec(kind: Exclude<KafkaCompression, 'none'>, maxBytes: nu
         compress: ({ buffer }) => zstdCompress(buffer, 3),
         decompress: async (buffer) => {
           try {
-            checked('zstd', zstdDeclaredSize(buffer), maxBytes);
+            checked('zstd', zstdDeclaredSize(buffer), () => zstdInflatedBound(buffer), maxBytes);
             return bounded('zstd', await zstdDecompress(buffer), maxBytes);
           } catch (err) {
             throw failed('zstd', err);

@@ -76,27 +76,41 @@ export interface UndecodableMarker {
   key: null;
   value: null;
   headers: Record<string, never>;
-  isControlRecord: false;
+  isControlRecord: boolean;
   batchContext: Record<string, unknown>;
   undecodable: UndecodableBatch;
 }
 
+/** A record batch's header: 61 bytes, from its first offset to its record count. */
+const BATCH_HEADER_BYTES = 61;
+const TRANSACTIONAL_FLAG = 0x10;
+const CONTROL_FLAG = 0x20;
+
+/**
+ * The marker for a batch: at its last offset, so committing it moves past the whole batch. A header too
+ * short or with a negative offset delta (corrupt) puts the marker at the batch's first offset. The
+ * transactional and control flags are kept, so kafkajs filters the marker as it would have filtered
+ * the batch (an aborted transaction's batch under read_committed, a control batch).
+ */
 function markerOf(batch: Buffer, reason: string): UndecodableMarker {
   const base = batch.readBigInt64BE(0);
-  const last = base + BigInt(batch.readInt32BE(LAST_OFFSET_DELTA_OFFSET));
-  const firstTimestamp = batch.readBigInt64BE(FIRST_TIMESTAMP_OFFSET).toString();
-  const attributes = batch.readInt16BE(ATTRIBUTES_OFFSET);
+  const whole = batch.length >= BATCH_HEADER_BYTES;
+  const delta = whole ? Math.max(0, batch.readInt32BE(LAST_OFFSET_DELTA_OFFSET)) : 0;
+  const last = base + BigInt(delta);
+  const attributes = whole ? batch.readInt16BE(ATTRIBUTES_OFFSET) : 0;
+  const inTransaction = (attributes & TRANSACTIONAL_FLAG) !== 0;
+  const isControlBatch = (attributes & CONTROL_FLAG) !== 0;
   return {
     magicByte: RECORD_BATCH_MAGIC,
     attributes: 0,
-    timestamp: firstTimestamp,
+    timestamp: whole ? batch.readBigInt64BE(FIRST_TIMESTAMP_OFFSET).toString() : '0',
     offset: last.toString(),
     key: null,
     value: null,
     headers: {},
-    isControlRecord: false,
-    // What kafkajs's aborted-transaction filter reads: never in a transaction, so never filtered out.
-    batchContext: { firstOffset: base.toString(), lastOffsetDelta: Number(last - base), producerId: batch.readBigInt64BE(PRODUCER_ID_OFFSET).toString(), inTransaction: false, isControlBatch: false },
+    isControlRecord: isControlBatch,
+    // What kafkajs's aborted-transaction filter reads.
+    batchContext: { firstOffset: base.toString(), lastOffsetDelta: delta, producerId: whole ? batch.readBigInt64BE(PRODUCER_ID_OFFSET).toString() : '-1', inTransaction, isControlBatch },
     undecodable: {
       reason,
       baseOffset: base.toString(),
@@ -120,7 +134,13 @@ export async function decodePartitionRecords(decoder: Decoder): Promise<unknown[
   const records: unknown[] = [];
   while (batches.canReadBytes(RECORD_BATCH_OVERHEAD)) {
     const start = batches.offset;
-    const end = start + 12 + buffer.readInt32BE(start + 8);
+    const length = buffer.readInt32BE(start + 8);
+    if (length < BATCH_HEADER_BYTES - 12) {
+      // No batch is this short: the header is corrupt, and where the next batch starts cannot be known.
+      records.push(markerOf(buffer.subarray(start, Math.min(buffer.length, start + 12 + Math.max(0, length))), `a record batch header with a length of ${length}`));
+      break;
+    }
+    const end = start + 12 + length;
     if (end > buffer.length) break; // the partial batch at the end of a response
     try {
       const batch = await decodeRecordBatch(batches);
