@@ -129,7 +129,8 @@ describe('Kafka records in any codec, and batches that cannot be read', () => {
     await waitFor('the batch on the commands DLQ', () => commandsDlq.some((d) => d.key === ''), 30_000);
     const [record] = commandsDlq.map((d) => d.value);
     expect(record).toMatchObject({ reason: 'undecodable_batch', source: { topic: platform.topic(TOPICS.commands), offset: expect.stringMatching(/^\d+$/) } });
-    expect(record.detail).toMatch(/^zstd: the batch inflates to 94371\d\d bytes, over the 8388608-byte limit/);
+    // librdkafka states a frame's size, or (a larger one) not: refused from the size it states or from its blocks' bound.
+    expect(record.detail).toMatch(/^zstd: the batch (inflates|may inflate) to 9\d{6} bytes.*, over the 8388608-byte limit/);
     // One record in the batch: its first and last offsets are the same, and the batch's bytes are kept.
     expect(record.source.last_offset).toBe(record.source.offset);
     expect(Buffer.from(record.original_base64, 'base64').length).toBeGreaterThan(61);
