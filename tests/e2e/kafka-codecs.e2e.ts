@@ -21,56 +21,31 @@ import { waitFor } from '../support/wait';
 const BOUND = 8 * 1024 * 1024;
 const CODECS = ['gzip', 'snappy', 'lz4', 'zstd'] as const;
 
-/** Publishes one batch with kcat (librdkafka): one kcat process, one produce request. Keys take Kafka's murmur2 partition, as ours do. */
-async function kcat(topic: string, codec: (typeof CODECS)[number] | 'none', records: { key: string; value: string | Buffer }[]): Promise<void> {
-  const child = spawn(
-    'kcat',
-    ['-P', '-b', stackUrls().kafkaBrokers.join(','), '-t', topic, '-K', '\t', '-z', codec, '-X', 'topic.partitioner=murmur2_random', '-X', 'message.max.bytes=100000000'],
-    { stdio: ['pipe', 'ignore', 'pipe'] },
-  );
+/** Runs a producer that reads its records from standard input; fails with its stderr if it exits non-zero. */
+async function feed(name: string, command: string, args: string[], input: Buffer | string): Promise<void> {
+  const child = spawn(command, args, { stdio: ['pipe', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
   const exited = new Promise<number | null>((resolve, reject) => {
     child.once('error', reject);
     child.once('close', resolve);
   });
-  child.stdin.end(Buffer.concat(records.flatMap((r) => [Buffer.from(`${r.key}\t`), Buffer.from(r.value), Buffer.from('\n')])));
+  child.stdin.end(input);
   const code = await exited;
-  if (code !== 0) throw new Error(`kcat exited with ${code}: ${stderr}`);
+  if (code !== 0) throw new Error(`${name} exited with ${code}: ${stderr}`);
+}
+
+/** Publishes one batch with kcat (librdkafka): one kcat process, one produce request. Keys take Kafka's murmur2 partition, as ours do. */
+async function kcat(topic: string, codec: (typeof CODECS)[number] | 'none', records: { key: string; value: string | Buffer }[]): Promise<void> {
+  const args = ['-P', '-b', stackUrls().kafkaBrokers.join(','), '-t', topic, '-K', '\t', '-z', codec, '-X', 'topic.partitioner=murmur2_random', '-X', 'message.max.bytes=100000000'];
+  await feed('kcat', 'kcat', args, Buffer.concat(records.flatMap((r) => [Buffer.from(`${r.key}\t`), Buffer.from(r.value), Buffer.from('\n')])));
 }
 
 /** Publishes one record with the Kafka Java client (its console producer, from the jars the stack installs). */
 async function javaProducer(topic: string, codec: 'snappy' | 'lz4' | 'zstd', key: string, value: string): Promise<void> {
-  const child = spawn(
-    'java',
-    [
-      '-Xshare:auto',
-      '-XX:TieredStopAtLevel=1',
-      '-cp',
-      `${join(REPO_ROOT, '.stack/opt/kafka/libs')}/*`,
-      'org.apache.kafka.tools.ConsoleProducer',
-      '--bootstrap-server',
-      stackUrls().kafkaBrokers.join(','),
-      '--topic',
-      topic,
-      '--compression-codec',
-      codec,
-      '--reader-property',
-      'parse.key=true',
-      '--reader-property',
-      'key.separator=\t',
-    ],
-    { stdio: ['pipe', 'ignore', 'pipe'] },
-  );
-  let stderr = '';
-  child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
-  const exited = new Promise<number | null>((resolve, reject) => {
-    child.once('error', reject);
-    child.once('close', resolve);
-  });
-  child.stdin.end(`${key}\t${value}\n`);
-  const code = await exited;
-  if (code !== 0) throw new Error(`the Java console producer exited with ${code}: ${stderr}`);
+  const classpath = `${join(REPO_ROOT, '.stack/opt/kafka/libs')}/*`;
+  const args = ['-Xshare:auto', '-XX:TieredStopAtLevel=1', '-cp', classpath, 'org.apache.kafka.tools.ConsoleProducer', '--bootstrap-server', stackUrls().kafkaBrokers.join(','), '--topic', topic];
+  await feed('the Java console producer', 'java', [...args, '--compression-codec', codec, '--reader-property', 'parse.key=true', '--reader-property', 'key.separator=\t'], `${key}\t${value}\n`);
 }
 
 /** A value of one letter that zstd packs into a few hundred bytes and that inflates past the bound. */

@@ -125,6 +125,40 @@ export function zstdDeclaredSize(buffer: Buffer): bigint | undefined {
   }
 }
 
+/** A read position in concatenated frames, which fails on reading past their end. */
+class FrameCursor {
+  at = 0;
+  total = 0;
+  constructor(
+    readonly buffer: Buffer,
+    private readonly codec: string,
+  ) {}
+
+  need(bytes: number): void {
+    if (this.at + bytes > this.buffer.length) throw new Error(`${this.codec}: a truncated frame`);
+  }
+}
+
+/**
+ * Walks concatenated frames of one format, passing over skippable frames (magic 0x184D2A5?, a size,
+ * bytes: zstd and LZ4 share them); `frame` reads one frame on from its magic number, adding the most its
+ * blocks inflate to. Returns the sum.
+ */
+function framesBound(buffer: Buffer, codec: string, magic: number, frame: (c: FrameCursor) => void): number {
+  const cursor = new FrameCursor(buffer, codec);
+  while (cursor.at < buffer.length) {
+    cursor.need(8);
+    const found = buffer.readUInt32LE(cursor.at);
+    if ((found & 0xfffffff0) >>> 0 === 0x184d2a50) {
+      cursor.at += 8 + buffer.readUInt32LE(cursor.at + 4);
+      continue;
+    }
+    if (found !== magic) throw new Error(`${codec}: not a ${codec} frame`);
+    frame(cursor);
+  }
+  return cursor.total;
+}
+
 /** A zstd block inflates to at most 128 KiB (Block_Maximum_Size, RFC 8878 3.1.1.2.4). */
 const ZSTD_BLOCK_MAX = 128 * 1024;
 
@@ -135,39 +169,25 @@ const ZSTD_BLOCK_MAX = 128 * 1024;
  * some levels cuts blocks short: a third over, measured on 3 MiB). Throws on a frame it cannot walk.
  */
 export function zstdInflatedBound(buffer: Buffer): number {
-  let at = 0;
-  let total = 0;
-  const need = (bytes: number) => {
-    if (at + bytes > buffer.length) throw new Error('zstd: a truncated frame');
-  };
-  while (at < buffer.length) {
-    need(8);
-    const magic = buffer.readUInt32LE(at);
-    if ((magic & 0xfffffff0) >>> 0 === 0x184d2a50) {
-      at += 8 + buffer.readUInt32LE(at + 4); // a skippable frame: no content
-      continue;
-    }
-    if (magic !== 0xfd2fb528) throw new Error('zstd: not a zstd frame');
-    const descriptor = buffer[at + 4];
+  return framesBound(buffer, 'zstd', 0xfd2fb528, (c) => {
+    const descriptor = buffer[c.at + 4];
     const singleSegment = (descriptor & 0x20) !== 0;
     const sizeFlag = descriptor >> 6;
-    at += 5 + (singleSegment ? 0 : 1) + [0, 1, 2, 4][descriptor & 0x03] + (sizeFlag === 0 ? (singleSegment ? 1 : 0) : [0, 2, 4, 8][sizeFlag]);
+    c.at += 5 + (singleSegment ? 0 : 1) + [0, 1, 2, 4][descriptor & 0x03] + (sizeFlag === 0 ? (singleSegment ? 1 : 0) : [0, 2, 4, 8][sizeFlag]);
     for (let last = false; !last; ) {
-      need(3);
-      const header = buffer.readUIntLE(at, 3);
-      at += 3;
+      c.need(3);
+      const header = buffer.readUIntLE(c.at, 3);
+      c.at += 3;
       last = (header & 1) === 1;
       const type = (header >> 1) & 3;
       const size = header >>> 3;
-      if (type === 0) total += size; // raw
-      else if (type === 1) total += size; // RLE: one byte, repeated `size` times
-      else if (type === 2) total += ZSTD_BLOCK_MAX;
-      else throw new Error('zstd: a reserved block type');
-      at += type === 1 ? 1 : size;
+      if (type === 3) throw new Error('zstd: a reserved block type');
+      // Raw and RLE (one byte, repeated) blocks say their size; a compressed one holds at most a block.
+      c.total += type === 2 ? ZSTD_BLOCK_MAX : size;
+      c.at += type === 1 ? 1 : size;
     }
-    if ((descriptor & 0x04) !== 0) at += 4; // content checksum
-  }
-  return total;
+    if ((descriptor & 0x04) !== 0) c.at += 4; // content checksum
+  });
 }
 
 /** LZ4 frame block sizes by the BD byte's bits 4-6. */
@@ -179,36 +199,22 @@ const LZ4_BLOCK_MAX: Record<number, number> = { 4: 64 * 1024, 5: 256 * 1024, 6: 
  * most 255 bytes for each of its own (LZ4's highest ratio). Throws on a frame it cannot walk.
  */
 export function lz4InflatedBound(buffer: Buffer): number {
-  let at = 0;
-  let total = 0;
-  const need = (bytes: number) => {
-    if (at + bytes > buffer.length) throw new Error('lz4: a truncated frame');
-  };
-  while (at < buffer.length) {
-    need(7);
-    const magic = buffer.readUInt32LE(at);
-    if ((magic & 0xfffffff0) >>> 0 === 0x184d2a50) {
-      need(8);
-      at += 8 + buffer.readUInt32LE(at + 4); // a skippable frame
-      continue;
-    }
-    if (magic !== 0x184d2204) throw new Error('lz4: not an LZ4 frame');
-    const flags = buffer[at + 4];
-    const blockMax = LZ4_BLOCK_MAX[(buffer[at + 5] >> 4) & 0x07];
+  return framesBound(buffer, 'lz4', 0x184d2204, (c) => {
+    const flags = buffer[c.at + 4];
+    const blockMax = LZ4_BLOCK_MAX[(buffer[c.at + 5] >> 4) & 0x07];
     if (!blockMax) throw new Error('lz4: an unknown block size');
-    at += 6 + ((flags & 0x08) !== 0 ? 8 : 0) + ((flags & 0x01) !== 0 ? 4 : 0) + 1;
+    c.at += 6 + ((flags & 0x08) !== 0 ? 8 : 0) + ((flags & 0x01) !== 0 ? 4 : 0) + 1;
     for (;;) {
-      need(4);
-      const word = buffer.readUInt32LE(at);
-      at += 4;
+      c.need(4);
+      const word = buffer.readUInt32LE(c.at);
+      c.at += 4;
       if (word === 0) break; // EndMark
       const size = word & 0x7fffffff;
-      total += (word & 0x80000000) !== 0 ? size : Math.min(blockMax, size * 255 + 16);
-      at += size + ((flags & 0x10) !== 0 ? 4 : 0);
+      c.total += (word & 0x80000000) !== 0 ? size : Math.min(blockMax, size * 255 + 16);
+      c.at += size + ((flags & 0x10) !== 0 ? 4 : 0);
     }
-    if ((flags & 0x04) !== 0) at += 4; // content checksum
-  }
-  return total;
+    if ((flags & 0x04) !== 0) c.at += 4; // content checksum
+  });
 }
 
 /** Refuses a frame that says, or whose blocks allow, more than `max` bytes: before anything is inflated. */
