@@ -71,9 +71,11 @@ export class RunEventProjector {
         // A record batch the client could not read: dead-lettered whole, each on its own send (one keeps up
         // to 256 KiB of the batch: several in one request could pass the DLQ's message size); the
         // batch's commit moves past it.
-        this.logger.warn(`dead-lettering the record batch ${message.partition}@${message.undecodable.baseOffset}..${message.undecodable.lastOffset}: undecodable_batch (${message.undecodable.reason})`);
-        await this.kafka.bus.send(this.kafka.topic(TOPICS.runEventsDlq), [undecodableDlqMessage(message)]);
-        this.metrics.dlq().inc({ topic: this.kafka.topic(TOPICS.runEventsDlq), reason: 'undecodable_batch' });
+        const { baseOffset, lastOffset, reason } = message.undecodable;
+        this.logger.warn(`dead-lettering the record batch ${message.partition}@${baseOffset}..${lastOffset}: undecodable_batch (${reason})`);
+        const dlq = this.kafka.topic(TOPICS.runEventsDlq);
+        await this.kafka.bus.send(dlq, [undecodableDlqMessage(message)]);
+        this.metrics.dlq().inc({ topic: dlq, reason: 'undecodable_batch' });
         continue;
       }
       // Verified first: a forged record's bytes are never parsed, let alone stored.

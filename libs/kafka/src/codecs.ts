@@ -242,51 +242,56 @@ export function kafkaCodec(kind: Exclude<KafkaCompression, 'none'>, maxBytes: nu
     case 'gzip':
       return {
         compress: ({ buffer }) => gzipAsync(buffer),
-        decompress: async (buffer) => {
+        decompress: failingAs('gzip', async (buffer) => {
           try {
             return await gunzipAsync(buffer, { maxOutputLength: maxBytes });
           } catch (err) {
             if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge('gzip', `more than ${maxBytes}`, maxBytes);
-            throw failed('gzip', err);
+            throw err;
           }
-        },
+        }),
       };
     case 'snappy':
       return {
         compress: async ({ buffer }) => snappyCompressXerial(buffer),
-        decompress: async (buffer) => {
-          try {
-            return snappyDecompress(buffer, maxBytes);
-          } catch (err) {
-            throw failed('snappy', err);
-          }
-        },
+        decompress: failingAs('snappy', async (buffer) => snappyDecompress(buffer, maxBytes)),
       };
     case 'lz4':
       return {
         // Independent blocks of up to 4 MiB, no checksums: a frame every Kafka client reads (the Java
         // client takes block sizes 64 KiB to 4 MiB, independent blocks only).
         compress: ({ buffer }) => lz4CompressFrame(buffer),
-        decompress: async (buffer) => {
-          try {
-            checked('lz4', lz4DeclaredSize(buffer), () => lz4InflatedBound(buffer), maxBytes);
-            return bounded('lz4', await lz4DecompressFrame(buffer), maxBytes);
-          } catch (err) {
-            throw failed('lz4', err);
-          }
-        },
+        decompress: framedDecompress('lz4', lz4DeclaredSize, lz4InflatedBound, lz4DecompressFrame, maxBytes),
       };
     case 'zstd':
       return {
         compress: ({ buffer }) => zstdCompress(buffer, 3),
-        decompress: async (buffer) => {
-          try {
-            checked('zstd', zstdDeclaredSize(buffer), () => zstdInflatedBound(buffer), maxBytes);
-            return bounded('zstd', await zstdDecompress(buffer), maxBytes);
-          } catch (err) {
-            throw failed('zstd', err);
-          }
-        },
+        decompress: framedDecompress('zstd', zstdDeclaredSize, zstdInflatedBound, zstdDecompress, maxBytes),
       };
   }
+}
+
+/** A decompression whose every failure is an UndecodableBatchError naming the codec. */
+function failingAs(codec: string, inflate: (buffer: Buffer) => Promise<Buffer>): (buffer: Buffer) => Promise<Buffer> {
+  return async (buffer) => {
+    try {
+      return await inflate(buffer);
+    } catch (err) {
+      throw failed(codec, err);
+    }
+  };
+}
+
+/** LZ4 and zstd: refused before inflating from the size their frames state or their blocks allow, and checked after. */
+function framedDecompress(
+  codec: string,
+  declared: (buffer: Buffer) => bigint | undefined,
+  bound: (buffer: Buffer) => number,
+  inflate: (buffer: Buffer) => Promise<Buffer>,
+  maxBytes: number,
+): (buffer: Buffer) => Promise<Buffer> {
+  return failingAs(codec, async (buffer) => {
+    checked(codec, declared(buffer), () => bound(buffer), maxBytes);
+    return bounded(codec, await inflate(buffer), maxBytes);
+  });
 }
