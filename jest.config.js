@@ -27,6 +27,8 @@ const shared = {
 };
 
 module.exports = {
+  // Files side by side (tests/run.sh's parallel pass): the longest start first.
+  testSequencer: '<rootDir>/tests/support/sequencer.js',
   projects: [
     {
       ...shared,

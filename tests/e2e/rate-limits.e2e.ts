@@ -18,13 +18,17 @@ const statusOf = async (platform: Platform, org: string, runId: string) => {
 /**
  * Shared rate limits against the real servers: `scripted` and `scripted-agent` each have a tokens-per-
  * minute limit, shared by every worker process through Postgres and split among the orgs' tiers of work
- * that wait on it by weight. For a minute two orgs of one tier keep `llm` runs going on `scripted`, and
- * an enterprise org and a batch org on `scripted-agent`; the tokens their calls used in the minute's
- * last 60 s (after the first bursts) must be their parts of the limit within 10%. The CPU lane keeps its
- * default slots here, so what each org asks for is bounded by the limit alone.
+ * that wait on it by weight. Two orgs of one tier keep `llm` runs going on `scripted`, and an enterprise
+ * org and a batch org on `scripted-agent`; the tokens their calls used in a window after the first bursts
+ * must be their parts of the limit within 10%. The limit is twice what a minute-long window would need
+ * and the window half a minute, so the same number of tokens is split in half the time. The CPU lane
+ * keeps its default slots here, so what each org asks for is bounded by the limit alone.
  */
 describe('shared rate limits', () => {
-  const TPM = 12_000;
+  const TPM = 24_000;
+  /** The window whose tokens are counted, after the first bursts are spent. */
+  const SETTLE_MS = 12_000;
+  const WINDOW_MS = 30_000;
   const platform = new Platform({
     AGENTRUN_MODEL_RATE_LIMITS: JSON.stringify({ scripted: { tokens_per_minute: TPM }, 'scripted-agent': { tokens_per_minute: TPM }, 'scripted-429': { requests_per_minute: 600 } }),
     AGENTRUN_MODEL_MAX_TOKENS: '100',
@@ -48,9 +52,9 @@ describe('shared rate limits', () => {
       { org: orgs.gold, model: 'scripted-agent', tier: 'enterprise' },
       { org: orgs.bulk, model: 'scripted-agent', tier: 'batch' },
     ];
-    // Keep three runs going per org for 80 s: as one ends, the next starts.
+    // Keep three runs going per org until the window has closed: as one ends, the next starts.
     const started = Date.now();
-    const until = started + 80_000;
+    const until = started + SETTLE_MS + WINDOW_MS + 2_000;
     const keepGoing = async (org: string, model: string, tier: string) => {
       const live = new Set<string>();
       while (Date.now() < until) {
@@ -66,17 +70,18 @@ describe('shared rate limits', () => {
     };
     await Promise.all(plan.map((p) => keepGoing(p.org, p.model, p.tier)));
 
-    // The minute after the first 20 s (the shares' first bursts are spent by then).
-    const from = started + 20_000;
-    const to = from + 60_000;
+    // The window after the first SETTLE_MS (the shares' first bursts are spent by then).
+    const from = started + SETTLE_MS;
+    const to = from + WINDOW_MS;
     const used = Object.fromEntries(await Promise.all(plan.map(async (p) => [p.org, await usageIn(p.org, from, to)] as const)));
-    console.log(`tokens in one minute under ${TPM}/min: ${plan.map((p) => `${p.tier}@${p.model} ${used[p.org]}`).join(', ')}`);
+    const limit = (TPM * WINDOW_MS) / 60_000;
+    console.log(`tokens in ${WINDOW_MS / 1000} s under ${TPM}/min (${limit} in the window): ${plan.map((p) => `${p.tier}@${p.model} ${used[p.org]}`).join(', ')}`);
     const near = (value: number, expected: number) => expect(Math.abs(value - expected) / expected).toBeLessThan(0.1);
-    near(used[orgs.a], TPM / 2);
-    near(used[orgs.b], TPM / 2);
+    near(used[orgs.a], limit / 2);
+    near(used[orgs.b], limit / 2);
     // Enterprise weighs 4, batch 1.
-    near(used[orgs.gold], (TPM * 4) / 5);
-    near(used[orgs.bulk], TPM / 5);
+    near(used[orgs.gold], (limit * 4) / 5);
+    near(used[orgs.bulk], limit / 5);
   }, 240_000);
 
   it("a 429 from the provider lowers the model's shared rate for every worker, and the call still completes", async () => {

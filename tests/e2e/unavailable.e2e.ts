@@ -1,3 +1,7 @@
+/**
+ * @stack-exclusive: it stops the shared Temporal server (`stack.sh down temporal`) and starts it again. tests/run.sh runs it alone,
+ * after the parallel pass.
+ */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { Platform, uniqueId } from '../support/platform';

@@ -58,11 +58,16 @@ export async function freePort(): Promise<number> {
  * Ports handed out below the kernel's ephemeral range (32768 and up on Linux): a port the kernel picked
  * for listen(0) and that was then closed may be taken by the very next outbound connection (a Kafka,
  * Postgres or Temporal client of any process), and the app given it fails with EADDRINUSE. Below the
- * range only another listener can take it (the compose profile publishes 2xxxx ports, so not there);
- * each jest worker starts at its own random point.
+ * range only another listener can take it (the compose profile publishes 2xxxx ports, so not there).
+ * Jest workers run files side by side (tests/run.sh's parallel pass), and a port one worker found free
+ * may be bound by another worker's app a moment later, so each worker hands out ports from a slice of
+ * its own (by JEST_WORKER_ID), starting at a random point in it.
  */
-const PORT_FLOOR = 11_000;
-const PORT_CEILING = 19_000;
+const PORT_SLICE = 1_000;
+const PORT_SLICES = 8;
+const worker = Math.max(1, Number(process.env.JEST_WORKER_ID ?? 1));
+const PORT_FLOOR = 11_000 + ((worker - 1) % PORT_SLICES) * PORT_SLICE;
+const PORT_CEILING = PORT_FLOOR + PORT_SLICE;
 let nextPort = PORT_FLOOR + Math.floor(Math.random() * (PORT_CEILING - PORT_FLOOR));
 const handedOut = new Set<number>();
 
