@@ -426,6 +426,38 @@ export class Platform {
     await Promise.all(this.instances().map((app) => this.stopApp(app)));
     await this.db?.end().catch(() => undefined);
     await this.model?.close();
+    if (process.env.AGENTRUN_KEEP_TEST_DATA !== '1') await this.dropData();
+  }
+
+  /**
+   * The platform's topics and database, dropped once its apps are down (its logs stay under dataDir).
+   * Files run side by side and the stack serves some fifty platforms a run: left behind, their
+   * partitions would make every broker restart of the exclusive pass load a thousand of them.
+   * AGENTRUN_KEEP_TEST_DATA=1 keeps both for a look afterwards. Best effort: a stack that a test left
+   * down is not an error here.
+   */
+  private async dropData(): Promise<void> {
+    if (!this.secure) {
+      const admin = this.kafka.admin();
+      try {
+        await admin.connect();
+        const mine = (await admin.listTopics()).filter((topic) => topic.startsWith(this.topicPrefix));
+        if (mine.length > 0) await admin.deleteTopics({ topics: mine, timeout: 10_000 });
+      } catch {
+        // left for the stack's next start to carry
+      } finally {
+        await admin.disconnect().catch(() => undefined);
+      }
+    }
+    const pg = this.pgClient();
+    try {
+      await pg.connect();
+      await pg.query(`DROP DATABASE IF EXISTS ${this.database} WITH (FORCE)`);
+    } catch {
+      // as above
+    } finally {
+      await pg.end().catch(() => undefined);
+    }
   }
 
   /** Publishes raw values to the commands topic with a plain kafkajs producer, as an outside system would. */
