@@ -7,6 +7,8 @@
  *   `npx tsc -b tsconfig.build.json`, or lint through Nx, whose lint target depends on `^build`).
  * - `@nx/enforce-module-boundaries` driven by the tags in each project.json.
  * - No focused or disabled tests (`.only`, `.skip`, `fit`, `xit`, `test.todo`, ...) anywhere.
+ * - Test files (eslint.tests.mjs): every test asserts, never only under a condition, awaits its async
+ *   assertions, and runs unconditionally (no `cond ? describe : describe.skip`, no `if (...) it(...)`).
  * - Workflow code (libs/workflows/src) may import only `@temporalio/workflow`, `@agentrun/contracts` and
  *   relative files: it runs in Temporal's deterministic sandbox and is bundled by webpack. Its functions stay
  *   under 150 lines: a workflow is a thin function over small units (state, handlers, steps, lifecycle).
@@ -19,6 +21,7 @@ import { createProjectGraphAsync } from '@nx/devkit';
 import jest from 'eslint-plugin-jest';
 import prettier from 'eslint-config-prettier';
 import tseslint from 'typescript-eslint';
+import { testRulesConfig } from './eslint.tests.mjs';
 
 // `@nx/enforce-module-boundaries` only reads Nx's *cached* project graph and silently skips itself
 // ("No cached ProjectGraph is available") when there is none, e.g. a fresh clone linted with plain
@@ -170,6 +173,8 @@ export default tseslint.config(
       ],
     },
   },
+  // A test asserts, unconditionally, and runs unconditionally (the settings and why: eslint.tests.mjs).
+  testRulesConfig,
   {
     name: 'agentrun/workflow-sandbox',
     files: ['libs/workflows/src/**/*.ts'],

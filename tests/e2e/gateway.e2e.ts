@@ -77,6 +77,7 @@ describe('the gateway API', () => {
       await platform.waitForStatus(org, runId, 'done');
     }
     const seen: string[] = [];
+    const cursors: string[] = [];
     let cursor: string | null = null;
     do {
       const res: { status: number; body: { runs: { run_id: string }[]; next_cursor: string | null } } = await platform.http(
@@ -86,16 +87,19 @@ describe('the gateway API', () => {
       );
       expect(res.status).toBe(200);
       seen.push(...res.body.runs.map((r) => r.run_id));
-      if (res.body.next_cursor) {
-        const [body, sig] = res.body.next_cursor.split('.');
-        const forged = Buffer.from(JSON.stringify(['2999-01-01T00:00:00.000Z', 'zzz'])).toString('base64url');
-        const tampered = await platform.http('GET', `/runs?cursor=${forged}.${sig}`, { org });
-        expect(tampered.status).toBe(400);
-        expect(body).toBeTruthy();
-      }
       cursor = res.body.next_cursor;
+      if (cursor) cursors.push(cursor);
     } while (cursor);
     expect(seen).toEqual([...ids].reverse());
+    // Five runs two to a page: at least two cursors handed out. Each is signed: its signature on another body is refused.
+    expect(cursors.length).toBeGreaterThanOrEqual(2);
+    const forged = Buffer.from(JSON.stringify(['2999-01-01T00:00:00.000Z', 'zzz'])).toString('base64url');
+    for (const handedOut of cursors) {
+      const [body, sig] = handedOut.split('.');
+      expect(body).toBeTruthy();
+      const tampered = await platform.http('GET', `/runs?cursor=${forged}.${sig}`, { org });
+      expect({ cursor: handedOut, status: tampered.status }).toEqual({ cursor: handedOut, status: 400 });
+    }
     const filtered = await platform.http('GET', '/runs?kind=agent&status=done&limit=200', { org });
     expect(filtered.body.runs).toHaveLength(5);
     const none = await platform.http('GET', '/runs?kind=eval', { org });

@@ -172,10 +172,14 @@ describe('GET /metrics on every app', () => {
     await platform.waitForStatus(org, runId, 'running');
     await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.pause', org, run_id: runId, payload: {} });
     await platform.waitForStatus(org, runId, 'paused');
-    await waitFor('the paused run in agentrun_runs_active', async () => total(await scrape('projector'), 'agentrun_runs_active', { kind: 'agent', status: 'paused' }) === 1, 30_000, 250);
+    const active = async (labels: Record<string, string>) => total(await scrape('projector'), 'agentrun_runs_active', labels);
+    await waitFor('the paused run in agentrun_runs_active', async () => (await active({ kind: 'agent', status: 'paused' })) === 1, 30_000, 250);
+    // The run stays paused until it is cancelled: the gauge holds there.
+    expect(await active({ kind: 'agent', status: 'paused' })).toBe(1);
     await platform.publishCommand({ command_id: uniqueId('c'), type: 'agent.cancel', org, run_id: runId, payload: {} });
     await platform.waitForStatus(org, runId, 'cancelled');
-    await waitFor('the cancelled run to leave agentrun_runs_active', async () => total(await scrape('projector'), 'agentrun_runs_active', { kind: 'agent' }) === 0, 30_000, 250);
+    await waitFor('the cancelled run to leave agentrun_runs_active', async () => (await active({ kind: 'agent' })) === 0, 30_000, 250);
+    expect(await active({ kind: 'agent' })).toBe(0);
   });
 
   it('a stalled projector shows its lag growing while it is stalled, and 0 once it has caught up', async () => {

@@ -194,7 +194,7 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
   });
 
   describe('published ports', () => {
-    const publishes = (name: string, port: string) => {
+    const expectPublished = (name: string, port: string) => {
       const match = portsOf(service(name)).filter((p) => p.host === Number(port));
       expect({ service: name, host: Number(port), published: match.map((p) => p.container) }).toEqual({
         service: name,
@@ -204,7 +204,7 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
     };
 
     it('kafka on KAFKA_PORT, advertised to the host as 127.0.0.1:KAFKA_PORT, controller on KAFKA_CONTROLLER_PORT', () => {
-      publishes('kafka', stack.KAFKA_PORT);
+      expectPublished('kafka', stack.KAFKA_PORT);
       const env = envOf(service('kafka'));
       expect(env.KAFKA_ADVERTISED_LISTENERS.split(',')).toContain(`PLAINTEXT://127.0.0.1:${stack.KAFKA_PORT}`);
       expect(env.KAFKA_LISTENERS.split(',')).toContain(`PLAINTEXT://0.0.0.0:${stack.KAFKA_PORT}`);
@@ -213,8 +213,8 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
     });
 
     it('temporal on TEMPORAL_PORT and its UI on TEMPORAL_UI_PORT, the same ports start-dev is given', () => {
-      publishes('temporal', stack.TEMPORAL_PORT);
-      publishes('temporal', stack.TEMPORAL_UI_PORT);
+      expectPublished('temporal', stack.TEMPORAL_PORT);
+      expectPublished('temporal', stack.TEMPORAL_UI_PORT);
       const args = argv(service('temporal').command);
       expect(args.slice(0, 2)).toEqual(['server', 'start-dev']);
       expect(flagValues(args, '--port')).toEqual([stack.TEMPORAL_PORT]);
@@ -227,11 +227,11 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
     });
 
     it('postgres on POSTGRES_PORT', () => {
-      publishes('postgres', stack.POSTGRES_PORT);
+      expectPublished('postgres', stack.POSTGRES_PORT);
     });
 
     it('gateway on GATEWAY_PORT', () => {
-      publishes('gateway', stack.GATEWAY_PORT);
+      expectPublished('gateway', stack.GATEWAY_PORT);
     });
 
     it('binds every published port to 127.0.0.1 on the host, as the native servers listen', () => {
@@ -418,6 +418,18 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
       projector: 8083,
       snapshotter: 8084,
     };
+    /** Each app's secrets of its own beside the database password: the setting naming the file, the secret, its file on the host. */
+    const ownSecrets: Record<AppName, { setting: string; path: string; secret: string; file: string }[]> = {
+      // The gateway signs its paging cursors.
+      gateway: [{ setting: 'CURSOR_SECRET_FILE', path: '/run/secrets/cursor_secret', secret: 'cursor_secret', file: '.stack/compose/secrets/cursor-secret' }],
+      // Production mode refuses every unsigned command on Kafka: the orchestrator has the secret keys derive from.
+      orchestrator: [{ setting: 'AGENTRUN_COMMAND_KEY_SECRET_FILE', path: '/run/secrets/command_key_secret', secret: 'command_key_secret', file: '.stack/compose/secrets/command-key-secret' }],
+      'gpu-worker': [],
+      projector: [],
+      snapshotter: [],
+    };
+    /** The apps that start runs, and so read the run defaults. */
+    const startsRuns: AppName[] = ['gateway', 'orchestrator'];
 
     it('all five use the one image built from the root Dockerfile', () => {
       const images = new Set<string | undefined>();
@@ -442,6 +454,13 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
       expect(dockerfile).toMatch(/^USER node$/m);
       expect(dockerfile).toContain('npx tsc -b tsconfig.build.json');
       expect(dockerfile).toContain('npm ci --omit=dev');
+    });
+
+    it('gives the apps that start runs the run defaults from the one shared block, and they load', () => {
+      const envs = startsRuns.map((app) => envOf(service(app)));
+      const defaults = envs.map((env) => Object.fromEntries(Object.keys(runDefaultsSpec).map((k) => [k, env[k]])));
+      expect(defaults).toEqual(defaults.map(() => defaults[0]));
+      for (const env of envs) expect(() => loadConfig(runDefaultsSpec, env)).not.toThrow();
     });
 
     describe.each(Object.keys(APPS) as AppName[])('%s', (app) => {
@@ -482,17 +501,10 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
         expect(service(app).secrets).toContain('database_password');
         // Inside a container an app listens on 0.0.0.0, which local mode refuses.
         expect(env.AGENTRUN_MODE).toBe('production');
-        if (app === 'gateway') {
-          expect(env.CURSOR_SECRET_FILE).toBe('/run/secrets/cursor_secret');
-          expect(service(app).secrets).toContain('cursor_secret');
-          expect(compose.secrets?.cursor_secret?.file).toBe('.stack/compose/secrets/cursor-secret');
-        }
-        // Production mode refuses every unsigned command on Kafka: the orchestrator has the secret keys derive from.
-        if (app === 'orchestrator') {
-          expect(env.AGENTRUN_COMMAND_KEY_SECRET_FILE).toBe('/run/secrets/command_key_secret');
-          expect(service(app).secrets).toContain('command_key_secret');
-          expect(compose.secrets?.command_key_secret?.file).toBe('.stack/compose/secrets/command-key-secret');
-        }
+        const own = ownSecrets[app];
+        expect(own.map(({ setting }) => [setting, env[setting]])).toEqual(own.map(({ setting, path }) => [setting, path]));
+        expect(service(app).secrets).toEqual(expect.arrayContaining(own.map(({ secret }) => secret)));
+        expect(own.map(({ secret }) => compose.secrets?.[secret]?.file)).toEqual(own.map(({ file }) => file));
       });
 
       // Inside a container the app must listen on 0.0.0.0 for its published port to answer. Only the
@@ -518,17 +530,9 @@ describe('docker-compose.yml mirrors the native stack (deploy/local/stack.env)',
         }
       });
 
-      it('sets the run defaults only if it starts runs (gateway, orchestrator), from the one shared block', () => {
-        const env = envOf(service(app));
-        const set = Object.keys(env).filter((k) => k in runDefaultsSpec);
-        if (app === 'gateway' || app === 'orchestrator') {
-          expect(set.sort()).toEqual(Object.keys(runDefaultsSpec).sort());
-          const other = envOf(service(app === 'gateway' ? 'orchestrator' : 'gateway'));
-          expect(Object.fromEntries(set.map((k) => [k, env[k]]))).toEqual(Object.fromEntries(set.map((k) => [k, other[k]])));
-          expect(() => loadConfig(runDefaultsSpec, env)).not.toThrow();
-        } else {
-          expect(set).toEqual([]);
-        }
+      it('sets the run defaults only if it starts runs (gateway, orchestrator)', () => {
+        const set = Object.keys(envOf(service(app))).filter((k) => k in runDefaultsSpec);
+        expect(set.sort()).toEqual(startsRuns.includes(app) ? Object.keys(runDefaultsSpec).sort() : []);
       });
 
       it('starts after the init jobs, the migration step and a healthy Postgres', () => {

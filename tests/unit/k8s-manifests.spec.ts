@@ -478,7 +478,9 @@ describe('the production overlay', () => {
       expect({ name, tls: metadata.tls === 'enable' }).toEqual({ name, tls: protocol.endsWith('SSL') });
       const sasl = protocol.startsWith('SASL') ? KEDA_SASL[env.KAFKA_SASL_MECHANISM ?? ''] : undefined;
       expect({ name, sasl: metadata.sasl }).toEqual({ name, sasl });
-      if (protocol !== 'PLAINTEXT') expect(find(objects(), 'TriggerAuthentication', authenticationRef?.name)).toBeDefined();
+      // Production reaches Kafka secured, so KEDA needs the credentials: a TriggerAuthentication the trigger names.
+      expect({ name, secured: protocol !== 'PLAINTEXT' }).toEqual({ name, secured: true });
+      expect(find(objects(), 'TriggerAuthentication', authenticationRef?.name)).toBeDefined();
     }
   });
 
@@ -501,7 +503,9 @@ describe('the production overlay', () => {
       for (const { metadata, authenticationRef } of triggers) {
         expect({ name, namespace: metadata.namespace }).toEqual({ name, namespace: env.TEMPORAL_NAMESPACE });
         expect(env[metadata.endpointFromEnv] ?? metadata.endpoint).toBe(env.TEMPORAL_ADDRESS);
-        if (env.TEMPORAL_TLS === 'true') expect(find(objects(), 'TriggerAuthentication', authenticationRef?.name)).toBeDefined();
+        // Production reaches Temporal over TLS, so KEDA needs the client certificate: a TriggerAuthentication the trigger names.
+        expect({ name, tls: env.TEMPORAL_TLS }).toEqual({ name, tls: 'true' });
+        expect(find(objects(), 'TriggerAuthentication', authenticationRef?.name)).toBeDefined();
       }
     }
   });
@@ -509,11 +513,13 @@ describe('the production overlay', () => {
   it('names a task queue or topic the code has in every KEDA trigger', () => {
     // Shared queues only: a host's own (cpu-tools@<host>, snapshots@<host>) say nothing about how many pods are needed.
     const sharedQueues: string[] = [TASK_QUEUES.agentWorkflows, TASK_QUEUES.cpuTools, TASK_QUEUES.gpuTools, TASK_QUEUES.gpuEval];
+    expect(scaledObjects().length).toBeGreaterThan(0);
     for (const scaled of scaledObjects()) {
       for (const { type, metadata } of scaled.spec.triggers as K8sObject[]) {
         const name = scaled.metadata.name;
-        if (type === 'temporal') expect({ name, queue: metadata.taskQueue, known: sharedQueues.includes(metadata.taskQueue) }).toEqual({ name, queue: metadata.taskQueue, known: true });
-        else expect({ name, type, topic: Object.values(TOPICS).includes(metadata.topic) }).toEqual({ name, type: 'kafka', topic: true });
+        // A temporal trigger names a shared queue; any other is a kafka one naming a topic of the code.
+        const known = type === 'temporal' ? sharedQueues.includes(metadata.taskQueue) : type === 'kafka' && Object.values(TOPICS).includes(metadata.topic);
+        expect({ name, type, queue: metadata.taskQueue, topic: metadata.topic, known }).toEqual({ name, type, queue: metadata.taskQueue, topic: metadata.topic, known: true });
       }
     }
   });

@@ -308,14 +308,13 @@ describe('streaming (stream: true)', () => {
     expect(deltas.pop()).toEqual({ index: 0, delta: {}, finish_reason: 'tool_calls', logprobs: null });
     const pieces = deltas.flatMap((d) => d.delta.tool_calls!);
     const calls: { id: string; type: string; function: { name: string; arguments: string } }[] = [];
+    // A piece with an id opens the next call (its id and name, no arguments yet); every other one adds to the open call's arguments.
+    const text = expect.any(String);
     for (const piece of pieces) {
-      if (piece.id !== undefined) {
-        expect(piece).toEqual({ index: calls.length, id: expect.any(String), type: 'function', function: { name: expect.any(String), arguments: '' } });
-        calls.push({ id: piece.id, type: 'function', function: { name: piece.function.name!, arguments: '' } });
-      } else {
-        expect(piece).toEqual({ index: calls.length - 1, function: { arguments: expect.any(String) } });
-        calls[piece.index].function.arguments += piece.function.arguments;
-      }
+      const opens = piece.id !== undefined;
+      expect(piece).toEqual(opens ? { index: calls.length, id: text, type: 'function', function: { name: text, arguments: '' } } : { index: calls.length - 1, function: { arguments: text } });
+      if (opens) calls.push({ id: piece.id!, type: 'function', function: { name: piece.function.name!, arguments: '' } });
+      else calls[piece.index].function.arguments += piece.function.arguments;
     }
     expect(pieces.length).toBeGreaterThan(calls.length * 2);
     expect(calls).toEqual(plain.choices[0].message.tool_calls);

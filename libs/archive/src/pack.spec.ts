@@ -170,12 +170,12 @@ describe('a packed workspace', () => {
     await writeFile(join(dir, 'shrinks.bin'), randomBytes(size));
     const stream = packDirectory(dir);
     const chunks: Buffer[] = [];
-    const it = stream[Symbol.asyncIterator]();
-    chunks.push((await it.next()).value as Buffer);
+    const reader = stream[Symbol.asyncIterator]();
+    chunks.push((await reader.next()).value as Buffer);
     // The stream reads ahead a few MiB at most, so most of shrinks.bin is still unread here.
     await truncate(join(dir, 'shrinks.bin'), 10);
     await appendFile(join(dir, 'grows.bin'), randomBytes(4096));
-    for (let r = await it.next(); !r.done; r = await it.next()) chunks.push(r.value as Buffer);
+    for (let r = await reader.next(); !r.done; r = await reader.next()) chunks.push(r.value as Buffer);
     const archive = join(base, 'changing.tgz');
     await writeFile(archive, Buffer.concat(chunks));
     execFileSync('gzip', ['-t', archive]);
