@@ -126,6 +126,14 @@ describe('run event payloads by type', () => {
     expect(runEventPayloadProblem({ type: 'step_completed', payload: { kind: 'llm', attempt: 1, duplicate: false, output: '', state } })).toMatch(/step/);
   });
 
+  it("names what is wrong with a state by the event's kind, not by the other kind's state it fits less", () => {
+    // A type both kinds publish: an agent state without its goal was reported as a status that is not an eval status.
+    const withoutGoal: Record<string, unknown> = { ...state, status: 'done' };
+    delete withoutGoal.goal;
+    expect(runEventPayloadProblem({ ...envelope, type: 'status_changed', payload: { state: withoutGoal } as never })).toBe("payload.state must have required property 'goal'");
+    expect(runEventPayloadProblem({ ...envelope, kind: 'eval', type: 'status_changed', payload: { state: { ...state, status: 'running' } } })).toMatch(/payload.state must have required property '(model|suite)'/);
+  });
+
   it('says nothing about a type it does not know, and keeps the reserved tool_called', () => {
     expect(runEventPayloadProblem({ type: 'something_new', payload: {} })).toBeUndefined();
     expect(RUN_EVENT_TYPES).toContain('tool_called');

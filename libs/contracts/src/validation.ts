@@ -9,8 +9,18 @@ import {
   type Command,
   type CommandType,
 } from './commands';
-import { AGENT_STATE_SCHEMA, isRunEventType, RUN_EVENT_PAYLOAD_SCHEMAS, RUN_EVENT_SCHEMA, type RunEventEnvelope, type RunEventType } from './events';
+import {
+  AGENT_STATE_SCHEMA,
+  EVAL_STATE_SCHEMA,
+  isRunEventType,
+  RUN_EVENT_KINDS,
+  RUN_EVENT_PAYLOAD_SCHEMAS,
+  RUN_EVENT_SCHEMA,
+  type RunEventEnvelope,
+  type RunEventType,
+} from './events';
 import { COMMAND_ID_PATTERN, MAX_COMMAND_BYTES, MAX_JSON_DEPTH, normaliseOrg, ORG_PATTERN, RUN_ID_PATTERN } from './names';
+import { Embedded, plainSchema } from './schema';
 import type { DlqReason, RejectionReason } from './outcomes';
 import { RUN_STATE_RECORD_SCHEMA, type RunStateRecord } from './run-state';
 import { RUN_TOKEN_DELTA_SCHEMA, type RunTokenDelta } from './tokens';
@@ -27,12 +37,25 @@ const agentState = ajv.compile(AGENT_STATE_SCHEMA);
 const runStateRecord = ajv.compile(RUN_STATE_RECORD_SCHEMA);
 const runTokenDelta = ajv.compile(RUN_TOKEN_DELTA_SCHEMA);
 // Compiled on first use: only producers and their tests check payloads per type.
-let eventPayloads: Record<RunEventType, ValidateFunction> | undefined;
-function eventPayloadCheck(type: RunEventType): ValidateFunction {
-  eventPayloads ??= Object.fromEntries(
-    Object.entries(RUN_EVENT_PAYLOAD_SCHEMAS).map(([name, schema]) => [name, ajv.compile(schema)]),
-  ) as Record<RunEventType, ValidateFunction>;
-  return eventPayloads[type];
+const eventPayloads = new Map<string, ValidateFunction>();
+/**
+ * The check of a type's payload; with the event's kind (one of those that publish the type), against
+ * that kind's state alone. A type both kinds publish has a union of the two states, and a state that
+ * fits neither would be described by the branch it came nearer to, which may be the other kind's
+ * (an agent state without its `goal` was reported as a status that is not an eval status).
+ */
+function eventPayloadCheck(type: RunEventType, kind: string | undefined): ValidateFunction {
+  const kinds: readonly string[] = RUN_EVENT_KINDS[type];
+  const own = kind !== undefined && kinds.length > 1 && kinds.includes(kind) ? kind : undefined;
+  const key = own === undefined ? type : `${type}/${own}`;
+  let check = eventPayloads.get(key);
+  if (!check) {
+    const schema = plainSchema(RUN_EVENT_PAYLOAD_SCHEMAS[type]) as { properties: Record<string, unknown> };
+    if (own !== undefined) schema.properties.state = Embedded(own === 'agent' ? AGENT_STATE_SCHEMA : EVAL_STATE_SCHEMA);
+    check = ajv.compile(schema);
+    eventPayloads.set(key, check);
+  }
+  return check;
 }
 
 /** Ajv's errors as one sentence a person can act on, e.g. `payload.goal must NOT have more than 500 characters`. */
@@ -236,10 +259,11 @@ export function readRunEvent(value: Buffer | null | undefined): EventReading {
 /**
  * The stricter check of a known type's payload against its catalogue schema, or undefined when it
  * fits (or the type is not known). Not applied on the topic: it is for producers and their tests.
+ * Given the event's `kind`, its state is checked as that kind's.
  */
-export function runEventPayloadProblem(event: Pick<RunEventEnvelope, 'type' | 'payload'>): string | undefined {
+export function runEventPayloadProblem(event: Pick<RunEventEnvelope, 'type' | 'payload'> & { kind?: string }): string | undefined {
   if (!isRunEventType(event.type)) return undefined;
-  const check = eventPayloadCheck(event.type);
+  const check = eventPayloadCheck(event.type, event.kind);
   return check(event.payload) ? undefined : describeErrors(check.errors, 'payload.');
 }
 

@@ -195,10 +195,18 @@ function judgeOptions(spec: { model?: string; endpoint?: string }): JudgeOptions
   return options;
 }
 
-/** A case's score: the mean of its scorers' values, to 3 decimals. */
+/**
+ * A case's score: the mean of its scorers' values, to 3 decimals. Summed in ascending order, so the same
+ * scores give the same score whatever order the eval names its scorers in (float addition is not
+ * associative: 0.3 + 0.4 + 0.5 + 0.5 + 1 in one order is 2.7, in another 2.6999999999999997, and a mean
+ * of 0.3375 rounded to 0.338 or 0.337).
+ */
 export function caseScore(scores: Score[]): number {
   if (scores.length === 0) throw new RangeError('a case score needs at least one score');
-  const mean = scores.reduce((sum, s) => sum + s.value, 0) / scores.length;
+  const mean = scores
+    .map((s) => s.value)
+    .sort((a, b) => a - b)
+    .reduce((sum, v) => sum + v, 0) / scores.length;
   return Math.round(mean * 1000) / 1000;
 }
 

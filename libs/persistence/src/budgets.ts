@@ -63,18 +63,18 @@ export class BudgetLedger {
       if (limits.max_tokens !== undefined || limits.max_cost_usd !== undefined) {
         const [run]: Sums[] = await tx.query(`SELECT ${SUMS} FROM budget_reservations WHERE org = $1 AND run_id = $2`, [request.org, request.run_id]);
         if (limits.max_tokens !== undefined) {
-          const short = shortfall('run', 'tokens', limits.max_tokens, Number(run.spent_tokens), Number(run.reserved_tokens), request.tokens);
+          const short = budgetShortfall('run', 'tokens', limits.max_tokens, Number(run.spent_tokens), Number(run.reserved_tokens), request.tokens);
           if (short) return short;
         }
         if (limits.max_cost_usd !== undefined) {
-          const short = shortfall('run', 'usd', limits.max_cost_usd, Number(run.spent_usd), Number(run.reserved_usd), request.usd);
+          const short = budgetShortfall('run', 'usd', limits.max_cost_usd, Number(run.spent_usd), Number(run.reserved_usd), request.usd);
           if (short) return short;
         }
       }
       const budget = await this.monthlyOf(tx, request.org);
       if (budget !== undefined) {
         const [org]: Sums[] = await tx.query(`SELECT ${SUMS} FROM budget_reservations WHERE org = $1 AND month = $2`, [request.org, month]);
-        const short = shortfall('org', 'usd', budget, Number(org.spent_usd), Number(org.reserved_usd), request.usd);
+        const short = budgetShortfall('org', 'usd', budget, Number(org.spent_usd), Number(org.reserved_usd), request.usd);
         if (short) return short;
       }
       await tx.query(
@@ -132,7 +132,11 @@ export class BudgetLedger {
   }
 }
 
-function shortfall(scope: 'run' | 'org', limit: 'tokens' | 'usd', max: number, spent: number, reserved: number, needed: number): { ok: false; shortfall: BudgetShortfall } | undefined {
+/**
+ * Whether a call needing `needed` fits a limit of `max` with `spent` settled and `reserved` in flight:
+ * undefined when it does, else the refusal with its figures (dollars to the ledger's precision).
+ */
+export function budgetShortfall(scope: 'run' | 'org', limit: 'tokens' | 'usd', max: number, spent: number, reserved: number, needed: number): { ok: false; shortfall: BudgetShortfall } | undefined {
   if (spent + reserved + needed <= max + (limit === 'usd' ? 1e-9 : 0)) return undefined;
   const left = Math.max(0, max - spent - reserved);
   return { ok: false, shortfall: { scope, limit, max, spent: round8(spent), reserved: round8(reserved), needed: round8(needed), left: round8(left) } };
