@@ -119,7 +119,7 @@ describe('the dashboard in Chromium', () => {
 
     const items = await waitFor('the final snapshot in the manifest', async () => {
       const res = await platform.http('GET', `/runs/${runId}/snapshots`, { org });
-      const rows = res.body.items as { snapshot_id: string; turn?: number; is_final: boolean }[];
+      const rows = (res.status === 200 ? res.body.items : []) as { snapshot_id: string; turn?: number; is_final: boolean }[];
       return rows.some((r) => r.is_final) && rows;
     });
     const rows = page.locator('.snapshots tbody tr');
