@@ -1,5 +1,6 @@
 import { readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { snapshotObjectKeys, trajectorySegmentKey, type RunEventEnvelope, type SnapshotRow } from '@agentrun/contracts';
 import { CaptureSources } from '@agentrun/persistence';
@@ -107,13 +108,14 @@ describe('captures append trajectory segments', () => {
     const events = await runEvents(runId);
     let previous = 0;
     for (const row of rows) {
-      expect(row.trajectory_s3_uri).toBeDefined();
+      expect({ snapshot: row.snapshot_id, last: row.trajectory_last_seq }).toEqual({ snapshot: row.snapshot_id, last: expect.any(Number) });
       const last = row.trajectory_last_seq!;
       // Segments follow one another: each starts right after the last one written, or is that one again.
       if (last > previous) expect(row.trajectory_first_seq).toBe(previous + 1);
       else expect(last).toBe(previous);
       previous = last;
-      expect(row.trajectory_s3_uri!.endsWith(trajectorySegmentKey(org, runId, last))).toBe(true);
+      // Its own segment in the platform's object store (a folder: a file URL).
+      expect(row.trajectory_s3_uri).toBe(pathToFileURL(join(platform.dataDir, 'objects', trajectorySegmentKey(org, runId, last))).href);
       const res = await trajectory(runId, row.snapshot_id);
       expect(res.status).toBe(200);
       expect(res.headers.get('content-type')).toMatch(/application\/x-ndjson/);

@@ -1,4 +1,5 @@
 import { roll } from '@agentrun/activities';
+import { CASE_ERROR_TYPES } from '@agentrun/contracts';
 import { Platform, uniqueId } from '../support/platform';
 import { waitFor } from '../support/wait';
 
@@ -58,7 +59,15 @@ describe('EvalRun and its console', () => {
     const views = Object.values(state.cases);
     // Hiccups show only as attempts: a case is failed only by the benchmark, never by a hiccup.
     expect(views.some((c) => (c.attempts ?? 1) > 1)).toBe(true);
-    for (const view of views.filter((c) => c.status === 'failed')) expect(view.error_type).toBeDefined();
+    // Which cases fail, and with which error type, is seeded by run and case (the GPU worker's `roll`):
+    // the run id was chosen so at least one does. Each failed case's view names its type.
+    const expectedFailures = Object.fromEntries(
+      caseIds.filter((c) => roll(`${runId}:${c}`) < 0.3).map((c) => [c, CASE_ERROR_TYPES[Math.floor(roll(`${runId}:${c}:error`) * CASE_ERROR_TYPES.length)]]),
+    );
+    expect(Object.keys(expectedFailures).length).toBeGreaterThan(0);
+    const failures = Object.fromEntries(Object.entries(state.cases).filter(([, c]) => c.status === 'failed').map(([id, c]) => [id, c.error_type]));
+    expect(failures).toEqual(expectedFailures);
+    expect(state.counts.failed).toBe(Object.keys(expectedFailures).length);
     const [{ n }] = await platform.query<{ n: string }>(`SELECT count(*) AS n FROM effect_ledger WHERE starts_with(idempotency_key, $1)`, [`${org}/${runId}:`]);
     expect(Number(n)).toBe(8);
 

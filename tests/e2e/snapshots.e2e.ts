@@ -1,8 +1,9 @@
 import { execFileSync } from 'node:child_process';
 import { mkdirSync, readdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
-import { snapshotObjectKeys, TOPICS, type CommandOutcome, type RunEventEnvelope, type SnapshotRow } from '@agentrun/contracts';
+import { snapshotObjectKeys, TOPICS, trajectorySegmentKey, type CommandOutcome, type RunEventEnvelope, type SnapshotRow } from '@agentrun/contracts';
 import { statusQuery } from '@agentrun/workflows';
 import { oneToN, workspaceTree } from '../support/invariants';
 import { Platform, uniqueId, type TopicRecord } from '../support/platform';
@@ -33,6 +34,8 @@ describe('snapshots and forks on the real servers', () => {
     await platform.stop();
   });
 
+  /** The URL the platform's object store (a folder) gives the object at `key`. */
+  const objectUrl = (key: string) => pathToFileURL(join(platform.dataDir, 'objects', key)).href;
   const startAgent = async (runId: string, payload: Record<string, unknown>) => {
     const res = await platform.http('POST', '/agents', { org, body: { run_id: runId, goal: `goal of ${runId}`, ...payload } });
     expect(res.status).toBe(202);
@@ -77,9 +80,17 @@ describe('snapshots and forks on the real servers', () => {
     expect(rows[rows.length - 1]).toMatchObject({ is_final: true, capture_status: 'ok' });
     for (const row of rows) {
       expect(row).toMatchObject({ capture_status: 'ok', source_context_id: runId, source_agent_name: 'AgentRun' });
-      expect(row.bundle_object_url).toBeDefined();
-      expect(row.trajectory_s3_uri).toBeDefined();
-      expect(row.env_universe_id).toBeDefined();
+      // Where the capture stored the archive, the trajectory segment and the state document, in the
+      // platform's object store (a folder: file URLs).
+      const keys = snapshotObjectKeys(org, runId, row.snapshot_id);
+      expect(row.trajectory_last_seq).toEqual(expect.any(Number));
+      expect({ snapshot: row.snapshot_id, bundle: row.bundle_object_url, trajectory: row.trajectory_s3_uri, env: row.env_universe_id, env_version: row.env_universe_version }).toEqual({
+        snapshot: row.snapshot_id,
+        bundle: objectUrl(keys.archive),
+        trajectory: objectUrl(trajectorySegmentKey(org, runId, row.trajectory_last_seq!)),
+        env: objectUrl(keys.state),
+        env_version: row.version,
+      });
     }
     // One ordinal per row, in the order they landed: captures never ran two at a time.
     expect(rows.map((r) => r.snapshot_id)).toEqual(oneToN(rows.length).map((n) => `snap-${String(n).padStart(4, '0')}`));

@@ -70,10 +70,11 @@ describe('topics declared once: npm run topics -- apply | check, and the startup
     child.stdout.on('data', (c: Buffer) => (log += c.toString()));
     child.stderr.on('data', (c: Buffer) => (log += c.toString()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const state = await waitFor('the projector to be ready or to exit', async () => {
-      if (child.exitCode !== null) return child.exitCode;
+    // Wrapped: an exit code of 0 is an answer too, and waitFor takes 0 for "not yet".
+    const { state } = await waitFor('the projector to be ready or to exit', async (): Promise<{ state: 'ready' | number } | false> => {
+      if (child.exitCode !== null) return { state: child.exitCode };
       const res = await fetch(`http://127.0.0.1:${port}/readyz`);
-      return res.status === 200 && ('ready' as const);
+      return res.status === 200 && { state: 'ready' };
     }, 90_000, 200);
     return {
       state,

@@ -85,23 +85,43 @@ describe('what a browser elsewhere can do to the gateway, and what internal text
     expect(cookie).toMatch(/^agentrun_session=[A-Za-z0-9_-]{43}$/);
     const runId = await startAgent();
     await platform.waitForStatus(org, runId, 'running');
-
-    // The issue's request: POST /runs/{id}/pause with Origin: http://127.0.0.1:9999 and the session cookie.
-    const key = uniqueId('pause');
-    const refused = await platform.http('POST', `/runs/${runId}/pause`, { headers: { Cookie: cookie, Origin: 'http://127.0.0.1:9999', 'Idempotency-Key': key }, body: {} });
-    expect(refused.status).toBe(403);
-    expect(refused.headers.get('content-type')).toMatch(/^application\/problem\+json/);
-    expect(refused.body).toMatchObject({ title: 'cross-origin request', status: 403 });
+    // Held (paused) while the refused writes are tried: the run cannot end under them, so what it is
+    // afterwards is what they left. A command over HTTP is decided (and its ledger row written) before
+    // the answer, so no row means nothing was done.
+    await platform.holdRun(org, runId);
+    const refusedKeys: string[] = [];
+    const refuse = async (action: 'pause' | 'resume', headers: Record<string, string>) => {
+      const key = uniqueId(`refused-${action}`);
+      refusedKeys.push(key);
+      const res = await platform.http('POST', `/runs/${runId}/${action}`, { headers: { Cookie: cookie, 'Idempotency-Key': key, ...headers }, body: {} });
+      expect({ action, headers, status: res.status, type: res.headers.get('content-type') }).toEqual({ action, headers, status: 403, type: expect.stringMatching(/^application\/problem\+json/) });
+      expect(res.body).toMatchObject({ title: 'cross-origin request', status: 403 });
+    };
+    // The issue's request: POST /runs/{id}/pause with Origin: http://127.0.0.1:9999 and the session cookie;
+    // and the resume that would let the held run go on.
+    await refuse('pause', { Origin: 'http://127.0.0.1:9999' });
+    await refuse('resume', { Origin: 'http://127.0.0.1:9999' });
     // Without Origin or Sec-Fetch-Site a cookie proves nothing about the page that sent it either.
-    const bare = await platform.http('POST', `/runs/${runId}/pause`, { headers: { Cookie: cookie, 'Idempotency-Key': key }, body: {} });
-    expect(bare.status).toBe(403);
-    expect(await ledger(key)).toHaveLength(0);
-    expect((await platform.http('GET', `/runs/${runId}`, { org })).body.status).toBe('running');
+    await refuse('pause', {});
+    await refuse('resume', {});
+    for (const key of refusedKeys) expect({ key, rows: await ledger(key) }).toEqual({ key, rows: [] });
+    expect(await platform.query("SELECT type FROM command_ledger WHERE run_id = $1 AND type = 'agent.resume'", [runId])).toEqual([]);
+    expect((await platform.http('GET', `/runs/${runId}`, { org })).body.status).toBe('paused');
 
-    // The dashboard's own request: same origin. And a script with the token as a bearer header.
-    const own = await platform.http('POST', `/runs/${runId}/pause`, { headers: { Cookie: cookie, Origin: platform.gatewayUrl, 'Idempotency-Key': key }, body: {} });
+    // The dashboard's own request: same origin. The resume under a refused request's key is the first
+    // command of that key (accepted, not a duplicate), and the run goes on.
+    const resumed = await platform.http('POST', `/runs/${runId}/resume`, { headers: { Cookie: cookie, Origin: platform.gatewayUrl, 'Idempotency-Key': refusedKeys[1] }, body: {} });
+    expect(resumed.status).toBe(202);
+    expect(resumed.body).toMatchObject({ outcome: 'accepted', command_id: refusedKeys[1] });
+    await platform.waitForStatus(org, runId, 'running');
+    // Running when the pause is sent (it had most of its 40 paced steps left when it was held), so
+    // `paused` after it is this pause's doing.
+    expect((await platform.http('GET', `/runs/${runId}`, { org })).body.status).toBe('running');
+    const own = await platform.http('POST', `/runs/${runId}/pause`, { headers: { Cookie: cookie, Origin: platform.gatewayUrl, 'Idempotency-Key': refusedKeys[0] }, body: {} });
     expect(own.status).toBe(202);
+    expect(own.body).toMatchObject({ outcome: 'accepted', command_id: refusedKeys[0] });
     await platform.waitForStatus(org, runId, 'paused');
+    // And a script with the token as a bearer header, from anywhere.
     const script = await platform.http('POST', `/runs/${runId}/cancel`, { headers: { Authorization: `Bearer ${token}`, Origin: 'http://127.0.0.1:9999' }, body: {} });
     expect(script.status).toBe(202);
     await platform.waitForStatus(org, runId, 'cancelled');
@@ -185,9 +205,9 @@ describe('what a browser elsewhere can do to the gateway, and what internal text
       await locker.query('ROLLBACK').catch(() => undefined);
       await locker.end();
     }
-    const errorFrame = stream.frames.find((f) => f.event === 'error');
-    expect(errorFrame).toBeDefined();
-    const data = JSON.parse(errorFrame!.data);
+    const errorFrames = stream.frames.filter((f) => f.event === 'error');
+    expect(errorFrames).toHaveLength(1);
+    const data = JSON.parse(errorFrames[0].data);
     expect(data).toEqual({ error_id: expect.stringMatching(UUID) });
     expect(gatewayLog().split('\n').find((line) => line.includes(data.error_id))).toMatch(/canceling statement/);
     expect((await platform.http('POST', `/runs/${runId}/cancel`, { org, body: {} })).status).toBe(202);

@@ -1,4 +1,4 @@
-import { context, SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { context, INVALID_SPAN_CONTEXT, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Span } from '@opentelemetry/api';
 import { InMemorySpanExporter } from '@opentelemetry/sdk-trace-node';
 import {
   contextFromHeaders,
@@ -159,10 +159,20 @@ describe('tracing off', () => {
   });
 
   it('has no trace without a caller', async () => {
-    await inConsumerSpan(record, 'g', async () => {
+    let seen: Span | undefined;
+    await inConsumerSpan(record, 'g', async (span) => {
+      // The span given to the work is the active one, across an await: the context is carried, but
+      // with no caller it names no trace (the no-op span's invalid context).
+      await Promise.resolve();
+      seen = trace.getSpan(context.active());
+      expect(seen).toBe(span);
+      expect(seen?.spanContext()).toEqual(INVALID_SPAN_CONTEXT);
       expect(traceHeaders()).toEqual({});
       expect(currentTraceId()).toBeUndefined();
     });
-    expect(context.active()).toBeDefined();
+    expect(seen?.spanContext()).toEqual(INVALID_SPAN_CONTEXT);
+    // And once it is over, the root context is active again, with no span in it.
+    expect(context.active()).toBe(ROOT_CONTEXT);
+    expect(trace.getSpan(context.active())).toBeUndefined();
   });
 });
