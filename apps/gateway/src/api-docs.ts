@@ -1,6 +1,7 @@
 import { applyDecorators } from '@nestjs/common';
 import { ApiBearerAuth, ApiBody, ApiCookieAuth, ApiHeader, ApiParam, ApiResponse, ApiSecurity } from '@nestjs/swagger';
 import { COMMAND_ID_PATTERN, COMMAND_PAYLOAD_SCHEMAS, ORG_PATTERN, plainSchema, RUN_ID_PATTERN, SNAPSHOT_ID_PATTERN, type CommandType } from '@agentrun/contracts';
+import { CAPTURE_CHECKED_COMMANDS } from '@agentrun/contracts/validation';
 
 /*
  * Decorators that describe the gateway's operations in its OpenAPI document. The schemas come from
@@ -121,7 +122,8 @@ const SNAPSHOTS_CAN_CAPTURE: JsonSchema = {
 export function commandBodySchema(type: CommandType, extraProperties: Record<string, JsonSchema> = {}, requiredProperties: Record<string, JsonSchema> = {}): JsonSchema {
   const schema = withoutNul(embeddable(COMMAND_PAYLOAD_SCHEMAS[type])) as JsonSchema;
   const properties = { ...(schema.properties as Record<string, JsonSchema> | undefined) };
-  if (properties.snapshots) properties.snapshots = { ...properties.snapshots, ...SNAPSHOTS_CAN_CAPTURE };
+  // Only where the gateway checks it: an eval's cases always take their final capture.
+  if (properties.snapshots && CAPTURE_CHECKED_COMMANDS.includes(type)) properties.snapshots = { ...properties.snapshots, ...SNAPSHOTS_CAN_CAPTURE };
   // The route reads these itself (taking them out of the payload, or setting them from the path),
   // so they are optional properties of the body even where the payload schema requires or forbids them.
   const required = [...((schema.required as string[] | undefined) ?? []).filter((name) => !(name in extraProperties)), ...Object.keys(requiredProperties)];

@@ -2,7 +2,7 @@ import { applyDecorators, Body, Controller, Headers, HttpCode, Param, Post, UseG
 import { ApiOperation, ApiTags } from '@nestjs/swagger';
 import { COMMAND_ID_PATTERN, RUN_ID_PATTERN, type CommandAccepted, type CommandOutcome, type CommandType, type RejectionReason } from '@agentrun/contracts';
 import { checkCommand } from '@agentrun/contracts/validation';
-import { CommandService, TransientCommandError } from '@agentrun/commands';
+import { CommandService, NO_REVIEWERS, TransientCommandError } from '@agentrun/commands';
 import { ReadModel } from '@agentrun/persistence';
 import { randomUUID } from 'node:crypto';
 import { ApiCommandBody, ApiIdempotencyKey, ApiJson, ApiOrgScoped, ApiProblems, ApiRunIdParam } from './api-docs';
@@ -204,6 +204,10 @@ export class CommandsController {
     if (reading.kind === 'unreadable') throw new ProblemException(400, 'bad request', reading.detail);
     // Over HTTP the body is the payload, so its fields are named without the `payload` prefix.
     if (reading.kind === 'rejected') throw new ProblemException(400, 'invalid request body', reading.message.replace(/(^|; )payload(\.|: )/g, '$1'));
+    // The document requires an eval's reviewers (the run starter refuses a start without): refused here
+    // as well, before the ledger, so a retried Idempotency-Key is not answered `duplicate` for a body the
+    // document refuses. Same answer as the run starter's.
+    if (type === 'eval.start' && !hasReviewers(payload)) throw new ProblemException(400, 'invalid payload', NO_REVIEWERS, { reason: 'invalid_payload' });
     let outcome: CommandOutcome;
     try {
       outcome = await this.commands.handle(reading.command);
@@ -250,6 +254,11 @@ function newRunId(value: unknown, kind: 'agent' | 'eval'): string {
   if (value === undefined) return `${kind}-${randomUUID()}`;
   if (typeof value !== 'string') throw new ProblemException(400, 'bad run id', `run_id must be a string (got ${value === null ? 'null' : typeof value})`);
   return requireRunId(value);
+}
+
+/** An eval start's `reviewers`: a list with at least one (checkCommand has checked each is a name). */
+function hasReviewers(payload: Record<string, unknown>): boolean {
+  return Array.isArray(payload.reviewers) && payload.reviewers.length > 0;
 }
 
 function asObject(body: unknown): Record<string, unknown> {

@@ -104,6 +104,11 @@ describe("the gateway's OpenAPI document", () => {
     expect(body('/evals').required).toEqual(['model', 'reviewers']);
     expect(body('/evals').properties.reviewers).toMatchObject({ type: 'array', minItems: 1 });
     expect(body('/runs/{id}/approve').required ?? []).toEqual([]);
+    // A series that never captures is refused where the gateway refuses it: an eval's cases always take the final one.
+    const snapshots = (path: string) => (body(path).properties as unknown as Record<string, { anyOf?: unknown[] }>).snapshots;
+    expect(snapshots('/agents').anyOf).toHaveLength(3);
+    expect(snapshots('/runs/{id}/fork').anyOf).toHaveLength(3);
+    expect(snapshots('/evals').anyOf).toBeUndefined();
   });
 
   it('lists a problem for every error status it documents, and the security of each guarded route', () => {
@@ -134,6 +139,47 @@ describe("the gateway's OpenAPI document", () => {
     }
     // Every guarded write, and nothing else: not a read, not /session (no cookie signs it in).
     expect(writes.sort()).toEqual(documentedRoutes().filter((r) => r.startsWith('POST ') && !['POST /session'].includes(r)));
+  });
+
+  it("links each started run to its reads, and a run's snapshot list to the first snapshot's, by operations that exist", () => {
+    type Link = { operationId: string; parameters: Record<string, string> };
+    const operations = new Map<string, { path: string; parameters: { name: string; in: string }[] }>();
+    for (const [path, item] of Object.entries(document.paths)) {
+      for (const operation of [item.get, item.post, item.delete]) {
+        if (operation?.operationId) operations.set(operation.operationId, { path, parameters: (operation.parameters ?? []) as { name: string; in: string }[] });
+      }
+    }
+    const links: string[] = [];
+    for (const [path, item] of Object.entries(document.paths)) {
+      for (const [method, operation] of [['POST', item.post], ['GET', item.get]] as const) {
+        for (const [status, response] of Object.entries(operation?.responses ?? {})) {
+          for (const [name, link] of Object.entries((response as { links?: Record<string, Link> }).links ?? {})) {
+            const target = operations.get(link.operationId);
+            links.push(`${method} ${path} ${status} ${name} -> ${target?.path}`);
+            // Each of the target's path parameters comes from the response, and nothing else is named.
+            const pathParameters = (target?.parameters ?? []).filter((p) => p.in === 'path').map((p) => p.name);
+            expect({ name, parameters: Object.keys(link.parameters).sort() }).toEqual({ name, parameters: pathParameters.sort() });
+            for (const expression of Object.values(link.parameters)) expect(expression).toMatch(/^\$response\.body#\//);
+          }
+        }
+      }
+    }
+    expect(links.sort()).toEqual(
+      [
+        'POST /agents 202 GetRun -> /runs/{id}',
+        'POST /agents 202 ListRunSnapshots -> /runs/{id}/snapshots',
+        'POST /agents 202 GetRunConversation -> /runs/{id}/conversation',
+        'POST /runs/{id}/fork 202 GetRun -> /runs/{id}',
+        'POST /runs/{id}/fork 202 ListRunSnapshots -> /runs/{id}/snapshots',
+        'POST /runs/{id}/fork 202 GetRunConversation -> /runs/{id}/conversation',
+        'POST /evals 202 GetRun -> /runs/{id}',
+        'POST /evals 202 ListRunSnapshots -> /runs/{id}/snapshots',
+        'POST /evals 202 GetRunResults -> /runs/{id}/results',
+        'GET /runs/{id}/snapshots 200 ListSnapshotFiles -> /runs/{id}/snapshots/{snapshotId}/files',
+        'GET /runs/{id}/snapshots 200 GetSnapshotArchive -> /runs/{id}/snapshots/{snapshotId}/archive',
+        'GET /runs/{id}/snapshots 200 GetSnapshotTrajectory -> /runs/{id}/snapshots/{snapshotId}/trajectory',
+      ].sort(),
+    );
   });
 
   it('answers an unsupported method on a known path with 405 and Allow, and an unknown path with 404', async () => {

@@ -101,6 +101,67 @@ function describeWebChecks(document: OpenAPIObject): void {
   }
 }
 
+/** An OpenAPI link's target, by path and method (its operationId is looked up), and where its parameters come from. */
+interface LinkTarget {
+  path: string;
+  method: 'get' | 'post';
+  description: string;
+  parameters: Record<string, string>;
+}
+
+/** The run a 202 started (or, for a duplicate, the run its first request started). */
+const STARTED_RUN = { id: '$response.body#/run_id' };
+/** The first snapshot of a run's snapshot list. */
+const FIRST_SNAPSHOT = { id: '$response.body#/run_id', snapshotId: '$response.body#/items/0/snapshot_id' };
+
+const READ_RUN: Record<string, LinkTarget> = {
+  GetRun: { path: '/runs/{id}', method: 'get', description: 'the run this command started', parameters: STARTED_RUN },
+  ListRunSnapshots: { path: '/runs/{id}/snapshots', method: 'get', description: "the started run's snapshots", parameters: STARTED_RUN },
+};
+const READ_AGENT_RUN: Record<string, LinkTarget> = {
+  ...READ_RUN,
+  GetRunConversation: { path: '/runs/{id}/conversation', method: 'get', description: "the started run's conversation", parameters: STARTED_RUN },
+};
+
+/**
+ * Where what an operation creates is read next, as OpenAPI links on its success response: a started
+ * run's id leads to the run's reads, a run's snapshot list to the first snapshot's. Clients (and a
+ * stateful fuzzer) can follow them; they promise nothing a route does not already answer.
+ */
+const LINKS: [path: string, method: 'get' | 'post', status: string, links: Record<string, LinkTarget>][] = [
+  ['/agents', 'post', '202', READ_AGENT_RUN],
+  ['/runs/{id}/fork', 'post', '202', READ_AGENT_RUN],
+  ['/evals', 'post', '202', { ...READ_RUN, GetRunResults: { path: '/runs/{id}/results', method: 'get', description: "the started eval's case results", parameters: STARTED_RUN } }],
+  [
+    '/runs/{id}/snapshots',
+    'get',
+    '200',
+    {
+      ListSnapshotFiles: { path: '/runs/{id}/snapshots/{snapshotId}/files', method: 'get', description: "the first snapshot's files", parameters: FIRST_SNAPSHOT },
+      GetSnapshotArchive: { path: '/runs/{id}/snapshots/{snapshotId}/archive', method: 'get', description: "the first snapshot's archive", parameters: FIRST_SNAPSHOT },
+      GetSnapshotTrajectory: { path: '/runs/{id}/snapshots/{snapshotId}/trajectory', method: 'get', description: "the first snapshot's trajectory", parameters: FIRST_SNAPSHOT },
+    },
+  ],
+];
+
+/** Adds LINKS to the responses they start from; a link whose operation is missing is an error, not a dangling link. */
+function describeLinks(document: OpenAPIObject): void {
+  for (const [path, method, status, links] of LINKS) {
+    const response = document.paths[path]?.[method]?.responses?.[status] as { links?: Record<string, unknown> } | undefined;
+    if (!response) throw new Error(`no ${status} response of ${method.toUpperCase()} ${path} to link from`);
+    response.links = {
+      ...response.links,
+      ...Object.fromEntries(
+        Object.entries(links).map(([name, target]) => {
+          const operationId = document.paths[target.path]?.[target.method]?.operationId;
+          if (!operationId) throw new Error(`link ${name}: no operation ${target.method.toUpperCase()} ${target.path}`);
+          return [name, { operationId, description: target.description, parameters: target.parameters }];
+        }),
+      ),
+    };
+  }
+}
+
 /** The gateway's OpenAPI document, generated from its controllers and their decorators. */
 export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
   const config = new DocumentBuilder()
@@ -122,6 +183,7 @@ export function buildOpenApiDocument(app: INestApplication): OpenAPIObject {
   document.components = { ...document.components, schemas: { ...document.components?.schemas, ...(API_SCHEMAS as NonNullable<OpenAPIObject['components']>['schemas']) } };
   describeHealth(document);
   describeWebChecks(document);
+  describeLinks(document);
   return document;
 }
 

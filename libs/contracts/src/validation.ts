@@ -211,12 +211,18 @@ export function checkCommand(parsed: unknown): CommandReading {
   };
 }
 
+/**
+ * The commands whose snapshot series must be able to capture (see snapshotSettingsProblem). An eval's
+ * `snapshots` is not among them: its cases' runs always take the final capture, whatever `at_end` says.
+ */
+export const CAPTURE_CHECKED_COMMANDS: readonly CommandType[] = ['agent.start', 'agent.fork'];
+
 /** Checks one payload against its type's schema; returns a message or undefined when valid. */
 export function payloadProblem(type: CommandType, payload: unknown): string | undefined {
   const check = payloads[type];
   if (!check(payload)) return describeErrors(check.errors, 'payload.');
   // What a schema cannot say plainly: a snapshot series that would never capture.
-  if (type === 'agent.start' || type === 'agent.fork') {
+  if (CAPTURE_CHECKED_COMMANDS.includes(type)) {
     const { snapshots } = payload as Pick<AgentStartPayload, 'snapshots'>;
     const never = snapshots && snapshotSettingsProblem(snapshots);
     if (never) return `payload.snapshots: ${never}`;

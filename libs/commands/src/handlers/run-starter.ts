@@ -17,6 +17,9 @@ import type { CommandLedgerPort, DatasetCatalogPort, QuotaPort, RunDirectoryPort
 import { MAX_EVAL_CASES } from '../adapters/dataset-catalog';
 
 /** How every AgentRun is started: its history budget and research cadence. */
+/** Why an eval start without reviewers is refused (here, and by the gateway before its ledger). */
+export const NO_REVIEWERS = 'an eval needs at least one reviewer: give reviewers ["who", ...] (the subjects of the tokens that may approve it)';
+
 export interface AgentDefaults {
   steps_per_execution: number;
   history_budget: { events: number; bytes: number };
@@ -151,7 +154,7 @@ export class RunStarter {
     // Approval is the run's only gate, and it is given by a token's subject named here: a run nobody may
     // approve could never be published, and a default list would let whoever holds those names approve.
     const reviewers = payload.reviewers ?? [];
-    if (reviewers.length === 0) return rejected('invalid_payload', 'an eval needs at least one reviewer: give reviewers ["who", ...] (the subjects of the tokens that may approve it)');
+    if (reviewers.length === 0) return rejected('invalid_payload', NO_REVIEWERS);
     // A retry's agent cases take this process's queues, not those of the process that started the eval.
     const again = reuse && (reuse.agent ? { ...reuse, agent: { ...reuse.agent, lanes: this.agentLanes() } } : reuse);
     const plan: EvalPlan = again ? { case_ids: payload.case_ids ?? [], suite: payload.suite ?? again.spec.dataset.name, ...again } : await this.planEval(org, runId, payload);
