@@ -349,8 +349,9 @@ async function check(p: Platform, runs: ScenarioRuns, events: TopicRecord<RunEve
   for (const runId of agents) expect(await runs.effects(runId)).toBeGreaterThan(runs.atFault.get(runId)!.effects);
   expect(await runs.effects(held, runs.faultOver)).toBeGreaterThan(0);
   const resumed = runs.commands.filter((c) => c.type === 'agent.resume' && c.run_id === held).at(-1)!;
-  const [{ seq: resumedAt }] = await p.query<{ seq: number }>(`SELECT seq FROM run_events WHERE org = $1 AND run_id = $2 AND event->'payload'->>'command_id' = $3`, [ORG, held, resumed.id]);
-  const stepsAfter = await p.query(`SELECT seq FROM run_events WHERE org = $1 AND run_id = $2 AND type = 'step_completed' AND seq > $3`, [ORG, held, resumedAt]);
+  const resumedAt = await p.query<{ seq: number }>(`SELECT seq FROM run_events WHERE org = $1 AND run_id = $2 AND event->'payload'->>'command_id' = $3`, [ORG, held, resumed.id]);
+  expect(resumedAt).toHaveLength(1);
+  const stepsAfter = await p.query(`SELECT seq FROM run_events WHERE org = $1 AND run_id = $2 AND type = 'step_completed' AND seq > $3`, [ORG, held, resumedAt[0].seq]);
   expect(stepsAfter.length).toBeGreaterThan(0);
 
   // 1. The read model holds exactly the events on the topic: seqs 1..N, no gaps, no duplicates.
