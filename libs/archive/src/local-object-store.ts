@@ -23,6 +23,10 @@ export class LocalObjectStore implements ObjectStore {
   }
 
   async put(key: string, body: Readable | Buffer): Promise<StoredObject> {
+    // The body may fail before the pipeline below reads it (a capture cancelled while the directory or
+    // the file is made): its error must fail this put, which the pipeline still reports, and not reach
+    // the process as an unhandled 'error' event.
+    if (!Buffer.isBuffer(body)) body.on('error', () => undefined);
     const full = this.path(key);
     await mkdir(dirname(full), { recursive: true });
     const partial = `${full}.partial-${randomBytes(6).toString('hex')}`;
