@@ -50,7 +50,7 @@ function eventPayloadCheck(type: RunEventType, kind: string | undefined): Valida
   const key = own === undefined ? type : `${type}/${own}`;
   let check = eventPayloads.get(key);
   if (!check) {
-    const schema = plainSchema(RUN_EVENT_PAYLOAD_SCHEMAS[type]) as { properties: Record<string, unknown> };
+    const schema = plainSchema(RUN_EVENT_PAYLOAD_SCHEMAS[type]) as unknown as { properties: Record<string, unknown> };
     if (own !== undefined) schema.properties.state = Embedded(own === 'agent' ? AGENT_STATE_SCHEMA : EVAL_STATE_SCHEMA);
     check = ajv.compile(schema);
     eventPayloads.set(key, check);
