@@ -111,8 +111,7 @@ describe('captures append trajectory segments', () => {
       expect({ snapshot: row.snapshot_id, last: row.trajectory_last_seq }).toEqual({ snapshot: row.snapshot_id, last: expect.any(Number) });
       const last = row.trajectory_last_seq!;
       // Segments follow one another: each starts right after the last one written, or is that one again.
-      if (last > previous) expect(row.trajectory_first_seq).toBe(previous + 1);
-      else expect(last).toBe(previous);
+      expect({ first: row.trajectory_first_seq, last }).toEqual(last > previous ? { first: previous + 1, last } : { first: row.trajectory_first_seq, last: previous });
       previous = last;
       // Its own segment in the platform's object store (a folder: a file URL).
       expect(row.trajectory_s3_uri).toBe(pathToFileURL(join(platform.dataDir, 'objects', trajectorySegmentKey(org, runId, last))).href);
