@@ -34,6 +34,9 @@ export const ASSERT_FUNCTION_NAMES = [
   'expectCompleteRun',
   // tests/unit/compose-parity.spec.ts: the compose service publishes exactly that host port.
   'expectPublished',
+  // fast-check's property runner: it throws (and so fails the test) on a counterexample, whatever the property
+  // checks with — an expect, or a throw of its own.
+  'fc.assert',
 ];
 
 const BLOCK = '/^(describe|fdescribe|xdescribe|it|fit|xit|test|xtest)$/';

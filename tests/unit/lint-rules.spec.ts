@@ -121,6 +121,7 @@ const CASES: Record<string, { code: string; rules: string[] }> = {
   'a clean suite': {
     code: [
       "declare function expectRefused(archive: Buffer, reason: string): Promise<void>;",
+      "declare const fc: { assert(property: unknown): void; property(...args: unknown[]): unknown };",
       "describe('suite', () => {",
       "  const cases = [1, 2, 3];",
       "  it('asserts', async () => {",
@@ -133,6 +134,9 @@ const CASES: Record<string, { code: string; rules: string[] }> = {
       "  it.each(cases)('case %s', (c) => expect(c).toBeLessThan(4));",
       "  it('asserts through a listed helper', async () => {",
       "    await expectRefused(Buffer.alloc(0), 'path_escape');",
+      "  });",
+      "  it('asserts through fc.assert, whose property throws on a counterexample', () => {",
+      "    fc.assert(fc.property(cases, (c: number) => { if (c < 0) throw new Error('negative'); }));",
       "  });",
       "  it('returns its assertion from an arrow', () => expect(Promise.resolve(2)).resolves.toBe(2));",
       "});",

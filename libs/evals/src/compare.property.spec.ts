@@ -18,15 +18,21 @@ describe('comparing two eval runs (properties)', () => {
         const score = (rs: CaseResult[], id: string) => rs.find((r) => r.case_id === id)?.score;
         const paired = ids.filter((id) => score(current, id) != null && score(baseline, id) != null);
         expect(c.paired).toBe(paired.length);
-        if (paired.length === 0) {
-          expect(c).toMatchObject({ mean_current: null, mean_baseline: null, mean_difference: null, ci95: null });
-          return;
-        }
-        for (const m of [c.mean_current!, c.mean_baseline!]) {
+        // No case graded in both runs: no means and no interval; else every mean is there.
+        const none = paired.length === 0;
+        expect({ mean_current: c.mean_current === null, mean_baseline: c.mean_baseline === null, mean_difference: c.mean_difference === null, ci95: none ? c.ci95 : null }).toEqual({
+          mean_current: none,
+          mean_baseline: none,
+          mean_difference: none,
+          ci95: null,
+        });
+        // (With none, 0 stands in for each mean, and the checks below hold trivially.)
+        const [current_, baseline_, difference] = [c.mean_current ?? 0, c.mean_baseline ?? 0, c.mean_difference ?? 0];
+        for (const m of [current_, baseline_]) {
           expect(m).toBeGreaterThanOrEqual(0);
           expect(m).toBeLessThanOrEqual(1);
         }
-        expect(Math.abs(c.mean_difference! - (c.mean_current! - c.mean_baseline!))).toBeLessThanOrEqual(1.5e-4 + 1e-12);
+        expect(Math.abs(difference - (current_ - baseline_))).toBeLessThanOrEqual(1.5e-4 + 1e-12);
       }),
     );
   });
@@ -35,15 +41,14 @@ describe('comparing two eval runs (properties)', () => {
     fc.assert(
       fc.property(run, run, fc.integer(), (current, baseline, seed) => {
         const c = compareCases(current, baseline, { seed });
-        if (c.paired < 2) {
-          expect(c.ci95).toBeNull();
-          return;
-        }
         const differences = current.flatMap((r) => {
           const b = baseline.find((x) => x.case_id === r.case_id)?.score;
           return r.score != null && b != null ? [r.score - b] : [];
         });
-        const [lo, hi] = c.ci95!;
+        // An interval exactly when at least two cases are graded in both runs.
+        expect({ paired: c.paired, interval: c.ci95 !== null }).toEqual({ paired: differences.length, interval: differences.length >= 2 });
+        fc.pre(c.ci95 !== null);
+        const [lo, hi] = c.ci95;
         expect(lo).toBeLessThanOrEqual(hi);
         expect(lo).toBeGreaterThanOrEqual(round4(Math.min(...differences)));
         expect(hi).toBeLessThanOrEqual(round4(Math.max(...differences)));
@@ -62,11 +67,12 @@ describe('comparing two eval runs (properties)', () => {
         const s = compareCases(baseline, current, { resamples: 300 });
         expect(s.counts).toEqual({ improved: c.counts.regressed, regressed: c.counts.improved, unchanged: c.counts.unchanged, added: c.counts.removed, removed: c.counts.added });
         expect([s.mean_current, s.mean_baseline]).toEqual([c.mean_baseline, c.mean_current]);
-        if (c.mean_difference !== null) expect(Math.abs(s.mean_difference! + c.mean_difference)).toBeLessThanOrEqual(1e-4 + 1e-12);
-        if (c.ci95 !== null) {
-          expect(Math.abs(s.ci95![0] + c.ci95[1])).toBeLessThanOrEqual(1e-4 + 1e-12);
-          expect(Math.abs(s.ci95![1] + c.ci95[0])).toBeLessThanOrEqual(1e-4 + 1e-12);
-        }
+        // Either both have a mean difference and an interval or neither has; where they do, each is the other's negation.
+        expect({ difference: s.mean_difference !== null, interval: s.ci95 !== null }).toEqual({ difference: c.mean_difference !== null, interval: c.ci95 !== null });
+        expect(Math.abs((s.mean_difference ?? 0) + (c.mean_difference ?? 0))).toBeLessThanOrEqual(1e-4 + 1e-12);
+        const [[sLo, sHi], [cLo, cHi]] = [s.ci95 ?? [0, 0], c.ci95 ?? [0, 0]];
+        expect(Math.abs(sLo + cHi)).toBeLessThanOrEqual(1e-4 + 1e-12);
+        expect(Math.abs(sHi + cLo)).toBeLessThanOrEqual(1e-4 + 1e-12);
       }),
       { numRuns: 60 },
     );
