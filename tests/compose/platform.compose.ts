@@ -27,10 +27,13 @@ describe('the compose stack', () => {
     rmSync(workDir, { recursive: true, force: true });
   });
 
-  /** The run is done, and the topic and the SSE stream each carry exactly seqs 1..N. */
-  async function expectCompleteRun(runId: string, steps: number): Promise<void> {
+  /**
+   * The run is done, and the topic and the SSE stream each carry exactly seqs 1..N: a scripted run's
+   * events, and two status changes (paused, then running) for each time it was held.
+   */
+  async function expectCompleteRun(runId: string, steps: number, holds = 0): Promise<void> {
     await stack.waitForStatus(runId, 'done');
-    const n = scriptedRunShape(steps).events;
+    const n = scriptedRunShape(steps).events + 2 * holds;
     await waitFor('every event on the topic', () => seqsOnTopic(events, org, runId).length >= n, 60_000);
     expect(seqsOnTopic(events, org, runId)).toEqual(oneToN(n));
     const sse = await stack.streamToEnd(runId);
@@ -104,16 +107,27 @@ describe('the compose stack', () => {
     expect(execFileSync('tar', ['tzf', file], { encoding: 'utf8' })).toMatch(/goal\.md/);
   });
 
-  it('`compose restart orchestrator` mid-run loses nothing: the run completes with seqs 1..N', async () => {
+  it('`compose restart orchestrator` mid-run loses nothing: the run, held across the restart, completes with seqs 1..N', async () => {
     const runId = uniqueId('compose-restart');
-    // The compose stack paces no tool: 200 steps (about 15 s) outlast the restart, so it lands mid-run.
-    const steps = 200;
+    const steps = 40;
     await stack.publishCommand({ command_id: uniqueId('c'), type: 'agent.start', org, run_id: runId, payload: { goal: 'outlive a restart', max_steps: steps } });
     await waitFor('the run to be a few steps in', async () => ((await stack.runOf(runId))?.state?.step ?? -1) >= 3, 120_000, 100);
-    const before = await stack.runOf(runId);
-    expect(before?.status).toBe('running');
+    // Held (paused) across the restart, so the restart lands mid-run however long it takes: the run
+    // cannot end before it, and its workflow must be there, and go on, after it.
+    await stack.holdRun(runId);
+    const held = await stack.runOf(runId);
+    expect(held).toMatchObject({ status: 'paused', state: { step: expect.any(Number) } });
+    expect(held!.state.step!).toBeLessThan(steps);
     await stack.restart('orchestrator');
     await waitFor('the orchestrator ready again', async () => (await stack.readyz(8081)) === 200, 120_000, 500);
-    await expectCompleteRun(runId, steps);
+    // The restart has landed, and the run is still there mid-run: its workflow running (not completed,
+    // failed or terminated), held where it was.
+    expect(await stack.workflowStatus(runId)).toBe('RUNNING');
+    expect(await stack.runOf(runId)).toMatchObject({ status: 'paused', state: { step: held!.state.step } });
+    await stack.releaseRun(runId);
+    await expectCompleteRun(runId, steps, 1);
+    // Its status changes (by seq: a record published again is the same event) are the hold's and the release's.
+    const changes = new Map(events.filter((e) => e.value.org === org && e.value.run_id === runId && e.value.type === 'status_changed').map((e) => [e.value.seq, e.value.payload.state.status]));
+    expect([...changes].sort(([a], [b]) => a - b).map(([, status]) => status)).toEqual(['paused', 'running']);
   });
 });

@@ -158,11 +158,17 @@ describe('the platform on the secure profile', () => {
         await c.close();
       }
     });
-    await expect(anonymous).rejects.toThrow();
+    // The proxy (nginx, ssl_verify_client on) answers a request without a client certificate with the
+    // gRPC status UNAUTHENTICATED (16) and its own message; the SDK's connect wraps it.
+    await expect(anonymous).rejects.toMatchObject({
+      name: 'ServiceError',
+      message: 'Failed to connect to Temporal server',
+      cause: { code: 16, details: "a client certificate issued by the stack's CA is required" },
+    });
     const clientCertPair = { crt: readFileSync(secure.platform.TEMPORAL_TLS_CLIENT_CERT_PATH), key: readFileSync(secure.platform.TEMPORAL_TLS_CLIENT_KEY_PATH) };
     const trusted = await Connection.connect({ address, tls: { serverRootCACertificate: ca, serverNameOverride, clientCertPair } });
     try {
-      await expect(trusted.workflowService.getSystemInfo({})).resolves.toBeDefined();
+      await expect(trusted.workflowService.getSystemInfo({})).resolves.toMatchObject({ serverVersion: expect.stringMatching(/^\d+\.\d+/) });
     } finally {
       await trusted.close();
     }

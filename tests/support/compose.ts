@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { promisify } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
 import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
 import { COMMAND_KEY_ID_HEADER, COMMAND_SIGNATURE_HEADER, TOPICS } from '@agentrun/contracts';
 import { signRecordValue } from '@agentrun/kafka';
@@ -94,6 +95,33 @@ export class ComposeStack {
 
   async waitForStatus(runId: string, status: string, timeoutMs = 180_000): Promise<void> {
     await waitFor(`run ${runId} to be ${status}`, async () => (await this.runOf(runId))?.status === status, timeoutMs, 250);
+  }
+
+  /** The run's workflow as Temporal (on its published port) describes it: RUNNING, COMPLETED, FAILED... */
+  async workflowStatus(runId: string): Promise<string> {
+    const connection = await Connection.connect({ address: `127.0.0.1:${this.port(7233)}` });
+    try {
+      const client = new Client({ connection, namespace: 'default' });
+      return (await client.workflow.getHandle(`${this.org}/${runId}`).describe()).status.name;
+    } finally {
+      await connection.close();
+    }
+  }
+
+  /** Holds a run: `POST /runs/:id/pause` and a wait for `paused` (docs/TESTING.md: hold the run, do not race it). */
+  async holdRun(runId: string): Promise<void> {
+    await this.control(runId, 'pause');
+    await this.waitForStatus(runId, 'paused');
+  }
+
+  /** Lets a held run go on. */
+  async releaseRun(runId: string): Promise<void> {
+    await this.control(runId, 'resume');
+  }
+
+  private async control(runId: string, action: 'pause' | 'resume'): Promise<void> {
+    const res = await this.http('POST', `/runs/${runId}/${action}`, { body: {} });
+    if (res.status !== 202) throw new Error(`${action} of ${runId}: HTTP ${res.status} ${JSON.stringify(res.body)}`);
   }
 
   /** The run's whole SSE stream, from its first event to the server's end of stream. */
