@@ -127,7 +127,7 @@ describe('the compose stack', () => {
     await stack.releaseRun(runId);
     await expectCompleteRun(runId, steps, 1);
     // Its status changes (by seq: a record published again is the same event) are the hold's and the release's.
-    const changes = new Map(events.filter((e) => e.value.org === org && e.value.run_id === runId && e.value.type === 'status_changed').map((e) => [e.value.seq, e.value.payload.state.status]));
+    const changes = new Map(events.filter((e) => e.value.org === org && e.value.run_id === runId && e.value.type === 'status_changed').map((e) => [e.value.seq, e.value.payload.state?.status]));
     expect([...changes].sort(([a], [b]) => a - b).map(([, status]) => status)).toEqual(['paused', 'running']);
   });
 });
