@@ -77,5 +77,6 @@ describe('workflow code replays the saved histories', () => {
         workflowIds[file],
       ),
     ).resolves.toBeUndefined();
-  });
+    // A replay loads the bundle into a worker of its own: seconds each when lint shares the machine.
+  }, 60_000);
 });
