@@ -108,6 +108,13 @@ async function onDisk(root: string, rel = ''): Promise<[string, Expected][]> {
 
 const packed = async (dir: string) => Buffer.concat((await packDirectory(dir).toArray()) as Buffer[]);
 
+/**
+ * Each property does real file I/O: generous limits, so a slow machine does not fail a passing property,
+ * and a failing one stops shrinking in time to report its counterexample.
+ */
+const TIMEOUT_MS = 90_000;
+const limits = (numRuns: number) => ({ numRuns, interruptAfterTimeLimit: 60_000 });
+
 let base: string;
 let runNo = 0;
 beforeAll(async () => {
@@ -144,9 +151,9 @@ describe('pack, restore and view round-trip any tree (properties)', () => {
         expect(summary).toEqual({ files: count('file'), dirs: count('dir'), symlinks: count('symlink'), bytes: expected.reduce((n, [, e]) => n + (e.data?.length ?? 0), 0) });
         await rm(dir, { recursive: true });
       }),
-      { numRuns: 30 },
+      limits(30),
     );
-  });
+  }, TIMEOUT_MS);
 
   it('the listing, page by page, is every entry once in order; each file reads back as its bytes', async () => {
     await fc.assert(
@@ -185,9 +192,9 @@ describe('pack, restore and view round-trip any tree (properties)', () => {
         }
         await rm(dir, { recursive: true });
       }),
-      { numRuns: 20 },
+      limits(20),
     );
-  });
+  }, TIMEOUT_MS);
 });
 
 // ---------------------------------------------------------------------------------------------------
@@ -321,9 +328,9 @@ describe('hostile archives are refused, whatever surrounds them (properties)', (
         expect({ reason: err.reason, entry: err.entry }).toEqual({ reason: bad.reason, entry: bad.entry });
         await rm(dir, { recursive: true });
       }),
-      { numRuns: 100 },
+      limits(100),
     );
-  });
+  }, TIMEOUT_MS);
 
   it('links in any order never resolve outside the tree: a restore either refuses or every link stays inside', async () => {
     const entry = fc.oneof(
@@ -353,9 +360,9 @@ describe('hostile archives are refused, whatever surrounds them (properties)', (
         expect(await readFile(outside, 'utf8')).toBe('original');
         await rm(dir, { recursive: true });
       }),
-      { numRuns: 60 },
+      limits(60),
     );
-  });
+  }, TIMEOUT_MS);
 });
 
 /**
@@ -416,9 +423,9 @@ describe('a damaged archive restores the same or not at all (properties)', () =>
         expect(await readFile(outside, 'utf8')).toBe('original');
         await rm(dir, { recursive: true });
       }),
-      { numRuns: 50 },
+      limits(50),
     );
-  });
+  }, TIMEOUT_MS);
 });
 
 describe('paths asked of an archive (properties)', () => {

@@ -12,6 +12,11 @@ describe('the budget check (properties)', () => {
         fc.oneof(
           fc.record({ limit: fc.constant('tokens' as const), figures: fc.tuple(tokens(5_000), tokens(5_000), tokens(5_000), tokens(5_000)) }),
           fc.record({ limit: fc.constant('usd' as const), figures: fc.tuple(usd(0.05), usd(0.05), usd(0.05), usd(0.05)) }),
+          // At the edge: the call needs exactly what is left, or one unit (a token, a hundred-millionth of a dollar) more or less.
+          fc.tuple(fc.constantFrom('tokens' as const, 'usd' as const), tokens(5_000), tokens(5_000), tokens(5_000), fc.integer({ min: -1, max: 1 })).map(([limit, a, b, c, delta]) => {
+            const value = (n: number) => (limit === 'tokens' ? n : n / 1e8);
+            return { limit, figures: [value(Math.max(0, a + b + c + delta)), value(a), value(b), value(c)] as [number, number, number, number] };
+          }),
         ),
         fc.constantFrom('run' as const, 'org' as const),
         ({ limit, figures: [max, spent, reserved, needed] }, scope) => {
