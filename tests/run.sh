@@ -9,7 +9,7 @@
 #     parallel                     e2e, browser and faults files on their own platforms, side by side
 #                                  (AGENTRUN_TEST_WORKERS jest workers, default 4)
 #     exclusive                    the files tagged @stack-exclusive (they stop or restart the shared
-#                                  servers), one at a time, with nothing else running
+#                                  servers, or measure a rate), one at a time, with nothing else running
 #     secure                       the stack restarted in its secure profile, then put back as it was
 #     compose                      docker-compose.yml under its own project and ports (started in the
 #                                  background when the exclusive pass starts; it touches no native server)
@@ -209,8 +209,8 @@ if [ -n "${bg_pid[stack]:-}" ]; then
   [ "$rc" = 0 ] || stack_ok=0
 fi
 
-# The files that take the shared servers down (stack.sh down/up, SIGSTOP, killing connections of more
-# than their own platform) say so with `@stack-exclusive` in their first comment; they run alone.
+# The files that must run alone say so with `@stack-exclusive` in their first comment: they take the
+# shared servers down (stack.sh down/up, SIGSTOP), or measure a rate that other files' load would starve.
 projects=()
 for p in e2e browser faults; do selected "$p" && projects+=("$p"); done
 exclusive=()

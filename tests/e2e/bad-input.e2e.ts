@@ -694,7 +694,7 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
     }
     const sent = new Map<string, number>();
     for (const m of messages) sent.set(m.command_id, (sent.get(m.command_id) ?? 0) + 1);
-    await waitFor('an outcome for every message', () => [...sent].every(([id, n]) => outcomesOf(org, id).length >= n), 60_000);
+    await waitFor('an outcome for every message', () => [...sent].every(([id, n]) => outcomesOf(org, id).length >= n), 180_000);
     for (const [id, n] of sent) {
       const got = outcomesOf(org, id).map((o) => (o.reason ? `${o.outcome}: ${o.reason}` : o.outcome));
       expect({ id, got }).toEqual({ id, got: ['accepted', ...Array<string>(n - 1).fill('duplicate')] });
