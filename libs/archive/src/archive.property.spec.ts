@@ -151,7 +151,7 @@ describe('pack, restore and view round-trip any tree (properties)', () => {
         expect(summary).toEqual({ files: count('file'), dirs: count('dir'), symlinks: count('symlink'), bytes: expected.reduce((n, [, e]) => n + (e.data?.length ?? 0), 0) });
         await rm(dir, { recursive: true });
       }),
-      limits(30),
+      limits(25),
     );
   }, TIMEOUT_MS);
 
@@ -192,7 +192,7 @@ describe('pack, restore and view round-trip any tree (properties)', () => {
         }
         await rm(dir, { recursive: true });
       }),
-      limits(20),
+      limits(15),
     );
   }, TIMEOUT_MS);
 });
@@ -328,7 +328,7 @@ describe('hostile archives are refused, whatever surrounds them (properties)', (
         expect({ reason: err.reason, entry: err.entry }).toEqual({ reason: bad.reason, entry: bad.entry });
         await rm(dir, { recursive: true });
       }),
-      limits(100),
+      limits(40),
     );
   }, TIMEOUT_MS);
 
@@ -360,7 +360,7 @@ describe('hostile archives are refused, whatever surrounds them (properties)', (
         expect(await readFile(outside, 'utf8')).toBe('original');
         await rm(dir, { recursive: true });
       }),
-      limits(60),
+      limits(40),
     );
   }, TIMEOUT_MS);
 });
@@ -423,7 +423,7 @@ describe('a damaged archive restores the same or not at all (properties)', () =>
         expect(await readFile(outside, 'utf8')).toBe('original');
         await rm(dir, { recursive: true });
       }),
-      limits(50),
+      limits(40),
     );
   }, TIMEOUT_MS);
 });
