@@ -1,19 +1,10 @@
-import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
-import { APPS, Platform, uniqueId, type TopicRecord } from '../support/platform';
-import { expectComplete, stepOf } from '../support/run-checks';
+import { APPS, uniqueId } from '../support/platform';
+import { expectComplete, pacedPlatformFollowingEvents, stepOf } from '../support/run-checks';
 import { waitFor } from '../support/wait';
 
 describe('runs survive their services stopping mid-run', () => {
-  // Tools paced (0.4 s each, about 8 s a run) so every SIGTERM below lands while the run is still going:
-  // unpaced, a 40-step run could end before the stopped service did.
-  const platform = new Platform({ TOOL_PACE_TICKS: '4', TOOL_PACE_MS: '100' });
-  let events: TopicRecord<RunEventEnvelope>[];
-
-  beforeAll(async () => {
-    await platform.start();
-    events = await platform.follow<RunEventEnvelope>(TOPICS.runEvents);
-  });
-  afterAll(() => platform.stop());
+  // Paced so the fault lands while the run is still going; unpaced, a 40-step run could end first.
+  const { platform, events } = pacedPlatformFollowingEvents();
 
   it.each(APPS)('SIGTERM to the %s mid-run drains it cleanly; after a restart nothing is lost', async (app) => {
     const org = 'acme';
@@ -26,6 +17,6 @@ describe('runs survive their services stopping mid-run', () => {
     // The fault landed mid-run: the run had not finished by the time the service was down.
     expect(await platform.statusOf(org, runId)).toBe('running');
     await platform.startApp(app);
-    await expectComplete(platform, events, org, runId, steps);
+    await expectComplete(platform, events(), org, runId, steps);
   });
 });

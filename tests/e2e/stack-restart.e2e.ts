@@ -4,24 +4,16 @@
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
-import { APPS, Platform, uniqueId, type TopicRecord } from '../support/platform';
-import { expectComplete, stepOf } from '../support/run-checks';
+import { APPS, uniqueId } from '../support/platform';
+import { expectComplete, pacedPlatformFollowingEvents, stepOf } from '../support/run-checks';
 import { REPO_ROOT } from '../support/stack-env';
 import { waitFor } from '../support/wait';
 
 const run = promisify(execFile);
 
 describe('runs survive the servers stopping mid-run', () => {
-  // Tools paced (0.4 s each, about 8 s a run) so the restart lands while the run is still going.
-  const platform = new Platform({ TOOL_PACE_TICKS: '4', TOOL_PACE_MS: '100' });
-  let events: TopicRecord<RunEventEnvelope>[];
-
-  beforeAll(async () => {
-    await platform.start();
-    events = await platform.follow<RunEventEnvelope>(TOPICS.runEvents);
-  });
-  afterAll(() => platform.stop());
+  // Paced so the fault lands while the run is still going; unpaced, a 40-step run could end first.
+  const { platform, events } = pacedPlatformFollowingEvents();
 
   it('stack:down and stack:up mid-run: the run still completes with no lost or repeated event', async () => {
     const org = 'acme';
@@ -34,7 +26,7 @@ describe('runs survive the servers stopping mid-run', () => {
     await run('bash', ['deploy/local/stack.sh', 'down'], { cwd: REPO_ROOT });
     await run('bash', ['deploy/local/stack.sh', 'up'], { cwd: REPO_ROOT });
     await platform.reconnectDb();
-    await expectComplete(platform, events, org, runId, steps);
+    await expectComplete(platform, events(), org, runId, steps);
     // Every service found its way back on its own.
     for (const app of APPS) {
       await waitFor(`${app} ready again`, async () => (await fetch(`http://127.0.0.1:${platform.ports[app]}/readyz`)).status === 200, 120_000, 500);

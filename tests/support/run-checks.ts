@@ -1,6 +1,6 @@
-import type { RunEventEnvelope } from '@agentrun/contracts';
+import { TOPICS, type RunEventEnvelope } from '@agentrun/contracts';
 import { oneToN, scriptedRunShape, seqsOnTopic } from './invariants';
-import type { Platform, TopicRecord } from './platform';
+import { Platform, type TopicRecord } from './platform';
 import { waitFor } from './wait';
 
 /** Checks of the files whose runs outlive a stopped service or server (resilience, stack-restart). */
@@ -33,4 +33,20 @@ export async function expectComplete(platform: Platform, events: TopicRecord<Run
     [`${org}/${runId}/research/`],
   );
   expect(Number(research)).toBe(shape.research);
+}
+
+/**
+ * A platform whose tools are paced (0.4 s each, about 8 s a 40-step run, so a fault lands while a run is
+ * still going), started in `beforeAll` with the run-event topic followed, and stopped in `afterAll`.
+ * `events()` is what the topic has held so far.
+ */
+export function pacedPlatformFollowingEvents(): { platform: Platform; events: () => TopicRecord<RunEventEnvelope>[] } {
+  const platform = new Platform({ TOOL_PACE_TICKS: '4', TOOL_PACE_MS: '100' });
+  let records: TopicRecord<RunEventEnvelope>[] = [];
+  beforeAll(async () => {
+    await platform.start();
+    records = await platform.follow<RunEventEnvelope>(TOPICS.runEvents);
+  });
+  afterAll(() => platform.stop());
+  return { platform, events: () => records };
 }
