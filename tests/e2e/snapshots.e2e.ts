@@ -201,9 +201,11 @@ describe('snapshots and forks on the real servers', () => {
     });
 
     it('the final capture waits out an interior capture in flight (longer than its timeout) and then lands', async () => {
-      await paceSnapshotter(3_000);
+      // A capture takes 5 s and may take 9: each alone fits with 4 s to spare for a busy machine (files run
+      // side by side), while the final's wait and its own capture together (about 10 s) do not.
+      await paceSnapshotter(5_000);
       const runId = uniqueId('lockwait');
-      await startAgent(runId, { max_steps: 2, snapshots: { interval_seconds: 1, timeout_seconds: 6 } });
+      await startAgent(runId, { max_steps: 2, snapshots: { interval_seconds: 1, timeout_seconds: 9 } });
       // Held paused until the first tick's capture is in flight, so the run ends while it still is.
       await waitFor('run started', async () => (await runEvents(runId)).length > 0);
       expect((await platform.http('POST', `/runs/${runId}/pause`, { org })).status).toBe(202);
