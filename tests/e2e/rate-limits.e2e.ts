@@ -25,15 +25,16 @@ const statusOf = async (platform: Platform, org: string, runId: string) => {
  * minute limit, shared by every worker process through Postgres and split among the orgs' tiers of work
  * that wait on it by weight. Two orgs of one tier keep `llm` runs going on `scripted`, and an enterprise
  * org and a batch org on `scripted-agent`; the tokens their calls used in a window after the first bursts
- * must be their parts of the limit within 10%. The limit is twice what a minute-long window would need
- * and the window half a minute, so the same number of tokens is split in half the time. The CPU lane
- * keeps its default slots here, so what each org asks for is bounded by the limit alone.
+ * must be their parts of the limit within 10%. The CPU lane keeps its default slots here, so what each org
+ * asks for is bounded by the limit alone. A higher limit over a shorter window would split as many
+ * tokens sooner, but this machine cannot ask for more: alone, at 24,000 a minute over 30 s, the runs
+ * asked for 7,354 of `scripted`'s 12,000, so the split was the demand's, not the limiter's.
  */
 describe('shared rate limits', () => {
-  const TPM = 24_000;
+  const TPM = 12_000;
   /** The window whose tokens are counted, after the first bursts are spent. */
-  const SETTLE_MS = 12_000;
-  const WINDOW_MS = 30_000;
+  const SETTLE_MS = 20_000;
+  const WINDOW_MS = 60_000;
   const platform = new Platform({
     AGENTRUN_MODEL_RATE_LIMITS: JSON.stringify({ scripted: { tokens_per_minute: TPM }, 'scripted-agent': { tokens_per_minute: TPM }, 'scripted-429': { requests_per_minute: 600 } }),
     AGENTRUN_MODEL_MAX_TOKENS: '100',
