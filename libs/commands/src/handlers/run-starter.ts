@@ -16,10 +16,10 @@ import { RunAlreadyStartedError } from '../errors';
 import type { CommandLedgerPort, DatasetCatalogPort, QuotaPort, RunDirectoryPort, StartLimits, StartRunRequest } from '../ports';
 import { MAX_EVAL_CASES } from '../adapters/dataset-catalog';
 
-/** How every AgentRun is started: its history budget and research cadence. */
 /** Why an eval start without reviewers is refused (here, and by the gateway before its ledger). */
 export const NO_REVIEWERS = 'an eval needs at least one reviewer: give reviewers ["who", ...] (the subjects of the tokens that may approve it)';
 
+/** How every AgentRun is started: its history budget and research cadence. */
 export interface AgentDefaults {
   steps_per_execution: number;
   history_budget: { events: number; bytes: number };
