@@ -4,6 +4,7 @@ import { lstatSync, mkdirSync, readdirSync, readFileSync, readlinkSync, writeFil
 import { join } from 'node:path';
 import { applyPatch } from 'diff';
 import type { RunDiff, RunEventEnvelope, SnapshotDiff, SnapshotRow } from '@agentrun/contracts';
+import { textOf } from '@agentrun/archive';
 import { Platform, uniqueId } from '../support/platform';
 import { waitFor } from '../support/wait';
 
@@ -22,15 +23,6 @@ function tree(root: string, rel = '', out: Record<string, string> = {}): Record<
   return out;
 }
 
-/** A file's text when it is text (UTF-8, no NUL byte), as the snapshot diff decides; undefined when binary. */
-function textOf(bytes: Buffer): string | undefined {
-  if (bytes.includes(0)) return undefined;
-  try {
-    return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
-  } catch {
-    return undefined;
-  }
-}
 
 /**
  * Where a fork and its parent went different ways: an 8-step run with a snapshot per turn, forked from

@@ -102,7 +102,8 @@ async function contents(source: Readable, paths: Set<string>, maxBytes: number):
   }
 }
 
-function textOf(bytes: Buffer): string | undefined {
+/** A file's text when the snapshot diff takes it as text (UTF-8, no NUL byte); undefined when binary. */
+export function textOf(bytes: Buffer): string | undefined {
   if (bytes.includes(0)) return undefined;
   try {
     return new TextDecoder('utf-8', { fatal: true }).decode(bytes);
