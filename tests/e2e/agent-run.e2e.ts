@@ -12,14 +12,16 @@ import { scrapeMetrics, total } from '../support/prometheus';
 
 /**
  * The agent loop's guarantees against the real servers. Tools are paced (4 ticks of 250 ms, each a
- * heartbeat) so a GPU step is in flight long enough to kill its worker.
+ * heartbeat) so a GPU step is in flight long enough to kill its worker. GPU work waits at most 20 s
+ * for a worker: long enough for a killed GPU worker to start again beside the parallel pass's other
+ * files (4 s was not, in CI), short enough for the lane nobody serves to fail the run soon.
  */
 describe('AgentRun on the real servers', () => {
   const platform = new Platform({
     TOOL_PACE_TICKS: '4',
     TOOL_PACE_MS: '250',
     AGENTRUN_TOOL_HEARTBEAT_S: '2',
-    AGENTRUN_GPU_SCHEDULE_TO_START_S: '4',
+    AGENTRUN_GPU_SCHEDULE_TO_START_S: '20',
   });
   let events: TopicRecord<RunEventEnvelope>[];
   let connection: Connection;
@@ -104,7 +106,7 @@ describe('AgentRun on the real servers', () => {
         queued: (now.raw.pendingActivities ?? []).filter((a) => a.activityId === queued.activityId).map((a) => String(a.state)),
       }).toEqual({ status: 'RUNNING', queued: [String(temporal.api.enums.v1.PendingActivityState.PENDING_ACTIVITY_STATE_SCHEDULED)] });
       expect(total(await scrapeMetrics(platform.ports.orchestrator), 'agentrun_stalled_carrier_events_total') - stalledBefore).toBeGreaterThanOrEqual(carried.length);
-      await platform.waitForStatus(org, runId, 'failed', 60_000);
+      await platform.waitForStatus(org, runId, 'failed', 90_000);
       const run = await platform.http('GET', `/runs/${runId}`, { org });
       expect(run.body.state).toMatchObject({ status: 'failed', reason: 'lane_stalled' });
       expect(run.body.state.message).toMatch(/gpu-tools/);

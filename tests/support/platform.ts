@@ -8,13 +8,13 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { Client as PgClient } from 'pg';
 import { Kafka, logLevel, type Consumer, type Producer } from 'kafkajs';
-import { TOPICS } from '@agentrun/contracts';
+import { TOPICS, isTerminal } from '@agentrun/contracts';
 import { startModelServer, type ModelServer } from '../../apps/model-server/src/model-server';
 import { DEVELOPMENT_EVENT_KEY, parseEventKeys, type EventKey } from '@agentrun/config';
-import { EventSigner, platformTopicSpecs, type TopicSpecSettings } from '@agentrun/kafka';
+import { EventSigner, installRequestQueueFix, platformTopicSpecs, type TopicSpecSettings } from '@agentrun/kafka';
 import { kafkaClientOfProperties, pgClientOf, secureStack, type SecureStack } from './secure-stack';
 import { REPO_ROOT, stackEnv, stackUrls } from './stack-env';
-import { waitFor } from './wait';
+import { Settled, waitFor } from './wait';
 
 export const APPS = ['gateway', 'orchestrator', 'gpu-worker', 'projector', 'snapshotter'] as const;
 export type AppName = (typeof APPS)[number];
@@ -65,6 +65,9 @@ export async function freePort(): Promise<number> {
  */
 const PORT_SLICE = 1_000;
 const PORT_SLICES = 8;
+// The tests' own Kafka clients (producers, followers) without kafkajs's idle 1 ms request-queue loop.
+installRequestQueueFix();
+
 const worker = Math.max(1, Number(process.env.JEST_WORKER_ID ?? 1));
 const PORT_FLOOR = 11_000 + ((worker - 1) % PORT_SLICES) * PORT_SLICE;
 const PORT_CEILING = PORT_FLOOR + PORT_SLICE;
@@ -358,7 +361,7 @@ export class Platform {
     const main = join(REPO_ROOT, 'apps', appOf(app), 'dist', 'main.js');
     if (!existsSync(main)) throw new Error(`${main} is missing: run npm run build first`);
     const log = createWriteStream(join(this.dataDir, 'logs', `${app}.log`), { flags: 'a' });
-    const child = spawn(process.execPath, [main], { env: this.env(app), stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(process.execPath, [...(process.env.PROF_DIR ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.PROF_DIR] : []), main], { env: this.env(app), stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout?.pipe(log, { end: false });
     child.stderr?.pipe(log, { end: false });
     this.processes.set(app, child);
@@ -533,8 +536,20 @@ export class Platform {
     return rows[0]?.status;
   }
 
+  /**
+   * Waits until the run's status in the read model is `status`. A run that reaches another terminal
+   * status cannot get there any more: the wait fails at once, with the reason the run gave.
+   */
   async waitForStatus(org: string, runId: string, status: string, timeoutMs = 120_000): Promise<void> {
-    await waitFor(`run ${org}/${runId} to be ${status}`, async () => (await this.statusOf(org, runId)) === status, timeoutMs, 100);
+    await waitFor(`run ${org}/${runId} to be ${status}`, async () => {
+      const rows = await this.query<{ status: string; state: { reason?: string; message?: string } }>('SELECT status, state FROM runs WHERE org = $1 AND run_id = $2', [org, runId]);
+      const now = rows[0];
+      if (now?.status === status) return true;
+      if (now && isTerminal(now.status)) {
+        throw new Settled(`run ${org}/${runId} ended ${now.status} (${now.state.reason ?? 'no reason'}: ${now.state.message ?? 'no message'}) while the test waited for ${status}`);
+      }
+      return false;
+    }, timeoutMs, 100);
   }
 
   /**

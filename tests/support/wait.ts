@@ -19,6 +19,9 @@ export type NotYet = undefined | null | false | 0 | '';
  *   helper's own error) is taken as transient and retried; if the wait times out, its message names
  *   the last such error.
  *
+ * - a `Settled` error: the probe saw that the condition can no longer come true (a run that reached
+ *   another terminal status), so the wait ends at once with what it saw instead of at its timeout.
+ *
  * Errors are told apart by name and properties, not `instanceof`: under jest, errors made by Node
  * itself (fetch's) come from another realm than the test's `TypeError`.
  */
@@ -45,11 +48,17 @@ export async function waitFor<T>(what: string, probe: () => T | Promise<T>, time
   }
 }
 
+/** Thrown by a probe that saw its condition can no longer hold: `waitFor` rethrows it at once. */
+export class Settled extends Error {
+  readonly settled = true;
+  override name = 'Settled';
+}
+
 /** Errors no amount of waiting fixes: a failed expectation, a misspelt name, a property read of nothing. */
 export function isTestBug(err: unknown): boolean {
   if (typeof err !== 'object' || err === null) return false;
-  const e = err as { name?: unknown; message?: unknown; matcherResult?: unknown; code?: unknown };
-  if (e.matcherResult !== undefined || e.code === 'ERR_ASSERTION') return true;
+  const e = err as { name?: unknown; message?: unknown; matcherResult?: unknown; code?: unknown; settled?: unknown };
+  if (e.matcherResult !== undefined || e.code === 'ERR_ASSERTION' || e.settled === true) return true;
   if (e.name === 'ReferenceError') return true;
   if (e.name === 'TypeError') return !(e.message === 'fetch failed' || e.message === 'terminated');
   return false;

@@ -1,7 +1,7 @@
 import { createServer } from 'node:net';
 import { KafkaJSConnectionError, KafkaJSProtocolError } from 'kafkajs';
 import { Client as PgClient, DatabaseError } from 'pg';
-import { isTestBug, waitFor } from '../support/wait';
+import { isTestBug, Settled, waitFor } from '../support/wait';
 
 /** A probe that answers from `values` in turn (the last one from then on), counting its calls. */
 function answering<T>(...values: T[]): { probe: () => T; calls: () => number } {
@@ -104,6 +104,17 @@ describe('waitFor: errors that are bugs in the test fail at once', () => {
   it('node:assert', async () => {
     const { strict: assert } = await import('node:assert');
     await expect(waitFor('an assert', () => assert.equal(1, 2), 10_000, 10)).rejects.toMatchObject({ code: 'ERR_ASSERTION' });
+  });
+
+  it('a Settled error: the probe saw the condition can no longer hold', async () => {
+    let calls = 0;
+    const probe = () => {
+      calls += 1;
+      if (calls < 3) return false;
+      throw new Settled('run acme/r1 ended failed while the test waited for done');
+    };
+    await expect(waitFor('a run to be done', probe, 10_000, 10)).rejects.toThrow('run acme/r1 ended failed while the test waited for done');
+    expect(calls).toBe(3);
   });
 
   it('tells the kinds apart by name, not by realm', () => {

@@ -4,6 +4,7 @@ import { PRODUCE_REQUEST_BYTES, type DescribedTopic, type TopicAdmin, type Topic
 import { SendQueue } from './send-queue';
 import { CODEC_IDS, DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES, type KafkaCompression } from './codecs';
 import { installKafkaDecoding, undecodableOf, type UndecodableBatch } from './fetch-decoding';
+import { installRequestQueueFix } from './request-queue';
 
 /** Kafka behind our own interface: no kafkajs type leaves this lib, so the client can be swapped. */
 export interface InboundMessage {
@@ -141,6 +142,7 @@ export class KafkaBus implements TopicAdmin {
   constructor(private readonly options: KafkaBusOptions) {
     const log = options.log;
     installKafkaDecoding(options.maxDecompressedBatchBytes ?? DEFAULT_MAX_DECOMPRESSED_BATCH_BYTES);
+    installRequestQueueFix();
     this.compression = CODEC_IDS[options.compression ?? 'none'];
     this.clientConfig = {
       clientId: options.clientId,

@@ -10,3 +10,4 @@ export * from './record-signature';
 export * from './send-queue';
 export * from './codecs';
 export * from './fetch-decoding';
+export * from './request-queue';
