@@ -8,13 +8,15 @@
 #     stack                        started in the background meanwhile (with the tools the e2e tiers use)
 #     parallel                     e2e, browser and faults files on their own platforms, side by side
 #                                  (AGENTRUN_TEST_WORKERS jest workers, default 4)
+#     quiet                        the files tagged @cpu-exclusive (they measure a rate the machine must
+#                                  have the cores for), one at a time, with nothing else running
 #     exclusive                    the files tagged @stack-exclusive (they stop or restart the shared
-#                                  servers, or measure a rate), one at a time, with nothing else running
+#                                  servers), one at a time, with no other file on the native stack
+#     compose                      docker-compose.yml under its own project and ports, in the background
+#                                  from the exclusive pass on (it touches no native server)
 #     secure                       the stack restarted in its secure profile, then put back as it was
-#     compose                      docker-compose.yml under its own project and ports (started in the
-#                                  background when the secure tier starts; it touches no native server)
 #   bash tests/run.sh unit|lint|manifests|rules|model-real|e2e|browser|faults|secure|compose
-#                            one tier (e2e, browser and faults: their parallel files, then their exclusive ones)
+#                            one tier (e2e, browser and faults: their parallel files, then their quiet and exclusive ones)
 #
 # Each tier's time is printed, then the ten slowest test files, and the last line totals every tier:
 # "tests: N passed, N failed". Jest tiers count their tests; a tier outside jest (install, build, lint,
@@ -209,14 +211,17 @@ if [ -n "${bg_pid[stack]:-}" ]; then
   [ "$rc" = 0 ] || stack_ok=0
 fi
 
-# The files that must run alone say so with `@stack-exclusive` in their first comment: they take the
-# shared servers down (stack.sh down/up, SIGSTOP), or measure a rate that other files' load would starve.
+# The files that must not run beside the others say so in their first comment: `@stack-exclusive`
+# when they take the shared servers down (stack.sh down/up, SIGSTOP), `@cpu-exclusive` when they measure
+# a rate that other files' load would starve (then nothing else runs at all, compose included).
 projects=()
 for p in e2e browser faults; do selected "$p" && projects+=("$p"); done
+quiet=()
 exclusive=()
 if [ ${#projects[@]} -gt 0 ]; then
   for p in "${projects[@]}"; do
     case "$p" in e2e) dir=tests/e2e ;; browser) dir=tests/browser ;; faults) dir=tests/faults ;; esac
+    while IFS= read -r f; do quiet+=("$f"); done < <(grep -l '@cpu-exclusive' "$dir"/*."${p%s}"*.ts 2>/dev/null)
     while IFS= read -r f; do exclusive+=("$f"); done < <(grep -l '@stack-exclusive' "$dir"/*."${p%s}"*.ts 2>/dev/null)
   done
 fi
@@ -225,21 +230,26 @@ if [ ${#projects[@]} -gt 0 ] && [ "$stack_ok" = 1 ]; then
   # --forceExit: these tiers restart real servers and services; once every afterAll has run, a socket
   # that a restarted server left half-open must not keep the run alive (seen once in CI).
   ignore=()
-  for f in "${exclusive[@]}"; do ignore+=(--testPathIgnorePatterns "$f"); done
+  for f in "${quiet[@]}" "${exclusive[@]}"; do ignore+=(--testPathIgnorePatterns "$f"); done
   jest_tier parallel --selectProjects "${projects[@]}" --maxWorkers="$workers" --forceExit "${ignore[@]}"
 fi
 
-if [ ${#exclusive[@]} -gt 0 ] && [ "$stack_ok" = 1 ]; then
-  jest_tier exclusive --selectProjects "${projects[@]}" --runInBand --forceExit --runTestsByPath "${exclusive[@]}"
+if [ ${#quiet[@]} -gt 0 ] && [ "$stack_ok" = 1 ]; then
+  jest_tier quiet --selectProjects "${projects[@]}" --runInBand --forceExit --runTestsByPath "${quiet[@]}"
 fi
 
 # The compose tier touches no native server (its own project name and host ports), so it runs beside
-# the secure tier. Not beside the exclusive pass: its image builds and containers took enough of the two
-# cores there that rate-limits.e2e.ts measured a share 12% off (CI, issue 35).
+# the exclusive pass and the secure tier: those wait on servers coming back far more than they compute.
+# Not beside the quiet pass: image builds and containers took enough of the two cores there that
+# rate-limits.e2e.ts measured a share 12% off (CI, issue 35).
 compose_tier() {
   bash tests/compose/run.sh
 }
 if selected compose; then bg compose compose_tier; fi
+
+if [ ${#exclusive[@]} -gt 0 ] && [ "$stack_ok" = 1 ]; then
+  jest_tier exclusive --selectProjects "${projects[@]}" --runInBand --forceExit --runTestsByPath "${exclusive[@]}"
+fi
 
 # The platform on the stack's secure profile (SASL_SSL Kafka with ACLs, TLS-only Postgres, Temporal over
 # mTLS). The stack is restarted in that profile, and afterwards put back as it was found.

@@ -1,5 +1,5 @@
 /**
- * @stack-exclusive: it measures how a rate limit is shared, which needs the runs to ask for more than the
+ * @cpu-exclusive: it measures how a rate limit is shared, which needs the runs to ask for more than the
  * limit; beside other files on two cores they cannot (seen in CI: a tenth of the limit asked for), so
  * tests/run.sh runs it alone, after the parallel pass.
  */

@@ -361,7 +361,9 @@ export class Platform {
     const main = join(REPO_ROOT, 'apps', appOf(app), 'dist', 'main.js');
     if (!existsSync(main)) throw new Error(`${main} is missing: run npm run build first`);
     const log = createWriteStream(join(this.dataDir, 'logs', `${app}.log`), { flags: 'a' });
-    const child = spawn(process.execPath, [...(process.env.PROF_DIR ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.PROF_DIR] : []), main], { env: this.env(app), stdio: ['ignore', 'pipe', 'pipe'] });
+    // AGENTRUN_TEST_CPU_PROF_DIR=dir: every app writes a V8 CPU profile there when it exits (node --cpu-prof).
+    const profile = process.env.AGENTRUN_TEST_CPU_PROF_DIR;
+    const child = spawn(process.execPath, [...(profile ? ['--cpu-prof', `--cpu-prof-dir=${profile}`] : []), main], { env: this.env(app), stdio: ['ignore', 'pipe', 'pipe'] });
     child.stdout?.pipe(log, { end: false });
     child.stderr?.pipe(log, { end: false });
     this.processes.set(app, child);

@@ -51,7 +51,7 @@ export function scheduleCheckPendingRequests(this: RequestQueueInternals): void 
 }
 
 /** Puts the fixed scheduling on kafkajs's request queue (once per process; later calls do nothing). */
-export function installRequestQueueFix(queueClass: RequestQueueClass = require('kafkajs/src/network/requestQueue') as RequestQueueClass): void {
+export function installRequestQueueFix(queueClass: RequestQueueClass = kafkajsRequestQueue()): void {
   const proto = queueClass.prototype;
   if (proto[FIXED]) return;
   if (typeof proto.scheduleCheckPendingRequests !== 'function' || typeof proto.checkPendingRequests !== 'function') {
@@ -59,4 +59,10 @@ export function installRequestQueueFix(queueClass: RequestQueueClass = require('
   }
   proto.scheduleCheckPendingRequests = scheduleCheckPendingRequests;
   proto[FIXED] = true;
+}
+
+/** kafkajs's own RequestQueue class: the very one its connections construct. */
+function kafkajsRequestQueue(): RequestQueueClass {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports -- an internal module without typings
+  return require('kafkajs/src/network/requestQueue') as RequestQueueClass;
 }
