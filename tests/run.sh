@@ -176,10 +176,11 @@ rm -f "$results_dir/checks.times"
 if selected lint manifests rules; then bg checks checks; fi
 
 # The workflow tests run the workflow code on a Temporal dev server of their own: they need the CLI
-# installed (not the stack running), so a new machine gets it here.
+# installed (not the stack running), so a new machine gets it here; the exec sandbox's tests need
+# bubblewrap.
 if selected unit; then
   t0=$(date +%s)
-  if bash deploy/local/stack.sh install temporal; then
+  if bash deploy/local/stack.sh install temporal && bash deploy/local/ensure-bubblewrap.sh; then
     jest_tier unit --selectProjects unit workflows
   else
     record unit "$(($(date +%s) - t0))" 1

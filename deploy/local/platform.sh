@@ -138,6 +138,9 @@ ensure_installed() {
     say "installing npm packages (npm ci)"
     npm ci --no-audit --no-fund
   fi
+  # The sandbox the agents' `exec` tool runs in (bubblewrap); a machine that cannot make one still starts,
+  # and the workers leave `exec` out and say why.
+  bash "$SCRIPT_DIR/ensure-bubblewrap.sh" || say "bubblewrap is not installed: agents get no exec tool"
 }
 
 build() {

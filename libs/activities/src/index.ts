@@ -10,3 +10,4 @@ export * from './eval-cases';
 export * from './stalled-carriers';
 export * from './usage';
 export * from './token-stream';
+export * from './sandbox/sandbox';
