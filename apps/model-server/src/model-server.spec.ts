@@ -525,6 +525,45 @@ describe('eval rules of the deterministic model server', () => {
     });
   });
 
+  describe('[call: <tool> <JSON arguments>]', () => {
+    const WRITE: ToolSpec = { type: 'function', function: { name: 'write_file', parameters: { type: 'object', properties: { path: { type: 'string' }, content: { type: 'string' } } } } };
+
+    it('plays the calls of the instructions and the goal in order, one per turn, then the answer', async () => {
+      const messages: ChatMessage[] = [
+        { role: 'system', content: 'You fix code. [call: write_file {"path": "fix.py", "content": "x = [1]\\n"}]' },
+        { role: 'user', content: 'Make the test pass. [call: exec {"command": "python3 -m pytest -q"}] [answer: the test passes]' },
+      ];
+      const calls: { name: string; args: unknown }[] = [];
+      for (let turn = 0; turn < 2; turn++) {
+        const reply = await client().complete({ messages, tools: [WRITE] });
+        expect(reply).toMatchObject({ finish_reason: 'tool_calls', content: null });
+        expect(reply.tool_calls).toHaveLength(1);
+        const [call] = reply.tool_calls;
+        calls.push({ name: call.name, args: call.arguments });
+        messages.push(reply.message, { role: 'tool', tool_call_id: call.id, content: `result ${turn + 1}` });
+      }
+      // exec is called though only write_file is offered: the directive is played as written.
+      expect(calls).toEqual([
+        { name: 'write_file', args: { path: 'fix.py', content: 'x = [1]\n' } },
+        { name: 'exec', args: { command: 'python3 -m pytest -q' } },
+      ]);
+      expect(await client().complete({ messages, tools: [WRITE] })).toMatchObject({ content: 'the test passes', finish_reason: 'stop', tool_calls: [] });
+    });
+
+    it('without [answer:], the last turn sums up the results', async () => {
+      const messages: ChatMessage[] = goal('[call: grep {"pattern": "TODO"}]');
+      const reply = await client().complete({ messages, tools: TOOLS });
+      messages.push(reply.message, { role: 'tool', tool_call_id: reply.tool_calls[0].id, content: 'a.py:3:# TODO' });
+      expect((await client().complete({ messages, tools: TOOLS })).content).toBe('Done with "the task". Findings: grep: "a.py:3:# TODO".');
+    });
+
+    it('a malformed directive is a 400 that says what is wrong, never retried', async () => {
+      const err = await failure(ask('do it [call: exec {"command": "ls"'));
+      expect(err).toMatchObject({ kind: 'bad_request', status: 400 });
+      expect(err.message).toMatch(/message 2 \(user\): \[call: exec at character 6 has no complete JSON value after the tool name/);
+    });
+  });
+
   describe('shipped generate suites', () => {
     const scorers: Record<string, (output: string, target: string | string[]) => Score> = { exact, choice };
 

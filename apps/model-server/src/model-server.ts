@@ -52,6 +52,7 @@ import { createHash } from 'node:crypto';
 import { createServer } from 'node:http';
 import { errorBody, listen, MAX_BODY_BYTES, messageText, methodNotAllowed, readBody, routePath, sendJson, streamFrames, type ReplyMeta, type Usage } from './http';
 import { agentAnswer, agentCall, answerDirective, generateAnswer, judge, readGrading, shippedCase, shippedCases, type Grading } from './eval-rules';
+import { callDirectives, DirectiveError, withoutCallDirectives, type CallDirective } from './call-directives';
 
 export const SCENARIOS = [
   'agent',
@@ -258,6 +259,15 @@ function respond(text: string, attempts: Map<string, number>): Reply {
   const lastUser = lastUserText(request);
   const grading = readGrading(lastUser);
   if (typeof grading === 'string') return invalid(grading);
+  // A malformed `[call: ...]` is the caller's mistake, said once here (a judge plays none of them).
+  if (!grading) {
+    try {
+      scriptCalls(request);
+    } catch (err) {
+      if (err instanceof DirectiveError) return invalid(err.message);
+      throw err;
+    }
+  }
   // A judge's directives are the graded case's: a submission or a rubric cannot switch the scenario.
   const directives = grading ? grading.question : lastUser;
   const directive = /\[scenario:([^\]\s]+)\]/i.exec(directives)?.[1];
@@ -420,9 +430,37 @@ function lastUserText(request: Request): string {
   return [...request.messages].reverse().find((m) => m.role === 'user')?.text ?? '';
 }
 
+/**
+ * What the conversation's author wrote, where `[call: ...]` and `[answer: ...]` directives are played
+ * from: the system and developer messages (a definition's instructions) and the user messages (the
+ * goal, a case's input), in order.
+ */
+function scriptText(request: Request): string {
+  return scriptMessages(request)
+    .map((m) => m.text)
+    .join('\n');
+}
+
+function scriptMessages(request: Request): Message[] {
+  return request.messages.filter((m) => m.role === 'system' || m.role === 'developer' || m.role === 'user');
+}
+
+/** The conversation's `[call: ...]` directives in order; a malformed one names its message (counting from 1). */
+function scriptCalls(request: Request): CallDirective[] {
+  return request.messages.flatMap((m, i) => {
+    if (m.role !== 'system' && m.role !== 'developer' && m.role !== 'user') return [];
+    try {
+      return callDirectives(m.text);
+    } catch (err) {
+      if (err instanceof DirectiveError) throw new DirectiveError(`message ${i + 1} (${m.role}): ${err.message}`);
+      throw err;
+    }
+  });
+}
+
 /** The words of the last user message, directives removed (at most 12), or a stand-in when there are none. */
 function goalWords(request: Request): string {
-  const text = lastUserText(request).replace(/\[[a-z_]+:[^\]]*\]/gi, ' ');
+  const text = withoutCallDirectives(lastUserText(request)).replace(/\[[a-z_]+:[^\]]*\]/gi, ' ');
   const words = text.match(/[\p{L}\p{N}][\p{L}\p{N}'_-]*/gu) ?? [];
   return words.length ? words.slice(0, 12).join(' ') : 'the task';
 }
@@ -462,6 +500,8 @@ function scriptedTurn(request: Request, fingerprint: string, grading: Grading | 
  */
 function evalTurn(request: Request, fingerprint: string, grading: Grading | undefined): Turn | undefined {
   if (grading) return say(judge(grading));
+  const scripted = directedTurn(request, fingerprint);
+  if (scripted) return scripted;
   const text = lastUserText(request);
   const answer = answerDirective(text);
   if (answer !== undefined) return say(answer);
@@ -473,6 +513,21 @@ function evalTurn(request: Request, fingerprint: string, grading: Grading | unde
   const call = agentCall(shipped);
   if (!request.tools.some((t) => t.name === call.tool)) return say(`I cannot do this: the '${call.tool}' tool is not offered.`);
   return { content: null, tool_calls: [{ id: callId(fingerprint, 0), type: 'function', function: { name: call.tool, arguments: JSON.stringify(call.args) } }], finish_reason: 'tool_calls' };
+}
+
+/**
+ * The `[call: ...]` directives, played in order: with n tool results in the conversation, call n+1 (the
+ * tool as named, offered or not, with the arguments as written: a test drives bad calls too); after the
+ * last, the `[answer: X]` directive's X, else a summary of the results. Undefined without directives.
+ */
+function directedTurn(request: Request, fingerprint: string): Turn | undefined {
+  const calls = scriptCalls(request);
+  if (calls.length === 0) return undefined;
+  const script = scriptText(request);
+  const done = toolResults(request);
+  if (done >= calls.length) return say(answerDirective(withoutCallDirectives(script)) ?? finalAnswer(request));
+  const { tool, args } = calls[done];
+  return { content: null, tool_calls: [{ id: callId(fingerprint, 0), type: 'function', function: { name: tool, arguments: JSON.stringify(args) } }], finish_reason: 'tool_calls' };
 }
 
 function agentTurn(request: Request, fingerprint: string): Turn {
