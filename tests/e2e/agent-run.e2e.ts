@@ -247,7 +247,7 @@ describe('AgentRun on the real servers', () => {
     const rejected = (goal: string, id: string) => handle.executeUpdate(changeGoalUpdate, { args: [{ command_id: id, goal }], updateId: id });
     await expect(rejected('', 'u-1')).rejects.toBeInstanceOf(WorkflowUpdateFailedError);
     await expect(rejected('', 'u-1b')).rejects.toMatchObject({ cause: { message: 'goal must not be empty' } });
-    await expect(rejected('x'.repeat(501), 'u-2')).rejects.toMatchObject({ cause: { message: 'goal must be at most 500 characters' } });
+    await expect(rejected('x'.repeat(8_001), 'u-2')).rejects.toMatchObject({ cause: { message: 'goal must be at most 8000 characters' } });
     expect(await handle.executeUpdate(changeGoalUpdate, { args: [{ command_id: 'u-3', goal: 'a better goal' }], updateId: 'u-3' })).toMatch(/a better goal/);
     // A second Update with the same command id is answered, not applied again.
     expect(await handle.executeUpdate(changeGoalUpdate, { args: [{ command_id: 'u-3', goal: 'a better goal' }], updateId: 'u-3b' })).toMatch(/^ignored/);

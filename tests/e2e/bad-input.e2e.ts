@@ -595,8 +595,8 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
     for (const [goal, detail] of [
       ['', /goal must NOT have fewer than 1 characters/],
       ['   \t\n ', /goal must match pattern/],
-      ['x'.repeat(501), /goal must NOT have more than 500 characters/],
-      ['😀'.repeat(501), /goal must NOT have more than 500 characters/],
+      ['x'.repeat(8_001), /goal must NOT have more than 8000 characters/],
+      ['😀'.repeat(8_001), /goal must NOT have more than 8000 characters/],
     ] as const) {
       const res = await platform.http('POST', `/runs/${agentId}/change-goal`, { org, body: { goal } });
       expectProblem(res, res.headers, 400, detail, `goal of ${goal.length} units`);
@@ -613,8 +613,8 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
     const scratch = uniqueId('scratch');
     await platform.http('POST', '/agents', { org, body: { run_id: scratch, goal: 'scratch', max_steps: 400 } });
     await platform.waitForStatus(org, scratch, 'running');
-    // 500 characters of four bytes each: 1,000 UTF-16 units. The boundary and the validator agree.
-    const astral = '𝒜'.repeat(500);
+    // 8,000 characters of four bytes each: 16,000 UTF-16 units. The boundary and the validator agree.
+    const astral = '𝒜'.repeat(8_000);
     const key = uniqueId('goal');
     const changed = await platform.http('POST', `/runs/${scratch}/change-goal`, { org, headers: { 'Idempotency-Key': key }, body: { goal: astral } });
     expect({ status: changed.status, outcome: changed.body.outcome }).toEqual({ status: 202, outcome: 'accepted' });

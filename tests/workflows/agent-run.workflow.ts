@@ -335,7 +335,7 @@ describe('AgentRun', () => {
 
       expect(await rejectionOf(change('g-empty', ''))).toBe('goal must not be empty');
       expect(await rejectionOf(change('g-blank', '   '))).toBe('goal must not be empty');
-      expect(await rejectionOf(change('g-long', 'x'.repeat(501)))).toBe('goal must be at most 500 characters');
+      expect(await rejectionOf(change('g-long', 'x'.repeat(8_001)))).toBe('goal must be at most 8000 characters');
       expect(await rejectionOf(change('', 'a goal'))).toBe('command_id is required');
       // Characters are code points: 500 emoji (1,000 UTF-16 units) are 500 characters.
       const emoji = '\u{1F600}'.repeat(500);

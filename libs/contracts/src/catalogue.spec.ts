@@ -63,6 +63,9 @@ function withV1CaseRule(current: Record<string, unknown>, v1: Record<string, unk
   return { ...rest, required: v1.required, oneOf: v1.oneOf };
 }
 
+/** The payloads whose `goal` was widened since version 1 (500 to 8,000 characters, issue 36). */
+const GOAL_WIDENED = ['agent.start', 'agent.change_goal', 'agent.fork'];
+
 describe('the catalogue keeps the version 1 wire', () => {
   // The schemas as they were written by hand before the catalogue. The generated ones may only have
   // grown: every v1 property as it was, and each property added since optional.
@@ -79,6 +82,8 @@ describe('the catalogue keeps the version 1 wire', () => {
     const current = plainSchema(schema) as Record<string, Record<string, unknown>>;
     if (name === 'COMMAND_PAYLOAD_SCHEMAS') {
       current['eval.start'] = withV1CaseRule(current['eval.start'], (v1[name] as Record<string, Record<string, unknown>>)['eval.start']);
+      // Widened since version 1 (the test below): compared here as version 1 wrote it.
+      for (const type of GOAL_WIDENED) (current[type].properties as Record<string, { maxLength: number }>).goal.maxLength = 500;
       // A command type added since version 1 (agent.raise_budget) is an addition: a reader of version 1 never sends it.
       for (const type of Object.keys(current)) if (!Object.hasOwn(v1[name] as object, type)) delete current[type];
     }
@@ -106,6 +111,21 @@ describe('the catalogue keeps the version 1 wire', () => {
     expect(after(starts[3])).toBe(false);
     // What is new: a dataset names the cases, and the suite label is optional with it.
     expect(after({ model: 'm', dataset: { name: 'qa' } })).toBe(true);
+  });
+
+  it('a goal was widened from 500 to 8,000 characters, and only widened', () => {
+    const ajv = new Ajv({ strict: false });
+    for (const type of GOAL_WIDENED) {
+      const goalOf = (schema: unknown) => (schema as { properties: { goal: object } }).properties.goal;
+      const before = ajv.compile(goalOf((v1.COMMAND_PAYLOAD_SCHEMAS as Record<string, object>)[type]));
+      const after = ajv.compile(goalOf(plainSchema(COMMAND_PAYLOAD_SCHEMAS[type as keyof typeof COMMAND_PAYLOAD_SCHEMAS])));
+      const goals = ['a', 'x'.repeat(500), '😀'.repeat(500), 'x'.repeat(501), 'x'.repeat(8_000), 'x'.repeat(8_001), '', '   '];
+      expect({ type, before: goals.map((g) => before(g)), after: goals.map((g) => after(g)) }).toEqual({
+        type,
+        before: [true, true, true, false, false, false, false, false],
+        after: [true, true, true, true, true, false, false, false],
+      });
+    }
   });
 
   it('sees an added property, and refuses a required one', () => {

@@ -1,5 +1,5 @@
 import { Type, type Static, type TSchema } from '@sinclair/typebox';
-import { COMMAND_ID_PATTERN, ORG_PATTERN, RUN_ID_PATTERN, SNAPSHOT_ID_PATTERN } from './names';
+import { COMMAND_ID_PATTERN, MAX_GOAL_CHARS, ORG_PATTERN, RUN_ID_PATTERN, SNAPSHOT_ID_PATTERN } from './names';
 import { AnyObject, StringEnum } from './schema';
 
 export const RUN_KINDS = ['agent', 'eval'] as const;
@@ -12,7 +12,7 @@ export type Tier = (typeof TIERS)[number];
 
 export const DEFAULT_MAX_STEPS = 8;
 
-const Goal = () => Type.String({ minLength: 1, maxLength: 500, pattern: '\\S' });
+const Goal = () => Type.String({ minLength: 1, maxLength: MAX_GOAL_CHARS, pattern: '\\S' });
 const Name = () => Type.String({ minLength: 1, maxLength: 200 });
 const Empty = () => Type.Object({}, { additionalProperties: false });
 

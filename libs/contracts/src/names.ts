@@ -77,6 +77,13 @@ export const COMMAND_ID_PATTERN = '^[\\x21-\\x7e]{1,128}$';
 export const COMMAND_KEY_ID_HEADER = 'agentrun-key-id';
 export const COMMAND_SIGNATURE_HEADER = 'agentrun-signature';
 
+/**
+ * A run's goal, in code points (an emoji is one): what `agent.start`, `agent.change_goal` and a fork's
+ * new goal accept. 500 in version 1, widened to 8,000 so a goal can carry a scripted trajectory
+ * (`[call: ...]` directives) or a task with its context.
+ */
+export const MAX_GOAL_CHARS = 8_000;
+
 /** A command value larger than this is not read; it goes to the DLQ. An HTTP body has the same limit (413). */
 export const MAX_COMMAND_BYTES = 64 * 1024;
 

@@ -23,7 +23,8 @@ describe('reading a command off the wire', () => {
     expect(readCommand(bytes({ ...valid, type: 'agent.explode' }))).toMatchObject({ kind: 'rejected', reason: 'unknown_type', message: "unknown command type 'agent.explode'" });
     expect(readCommand(bytes({ ...valid, run_id: '../x' }))).toMatchObject({ kind: 'rejected', reason: 'invalid_payload', message: expect.stringMatching(/run_id/) });
     expect(readCommand(bytes({ ...valid, payload: { goal: '' } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/payload.goal/) });
-    expect(readCommand(bytes({ ...valid, payload: { goal: 'x'.repeat(501) } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/500/) });
+    expect(readCommand(bytes({ ...valid, payload: { goal: 'x'.repeat(8_001) } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/8000/) });
+    expect(readCommand(bytes({ ...valid, payload: { goal: 'x'.repeat(8_000) } }))).toMatchObject({ kind: 'command' });
     expect(readCommand(bytes({ ...valid, payload: { goal: 'ok', max_steps: 10_001 } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/max_steps/) });
     expect(readCommand(bytes({ ...valid, payload: { goal: 'ok', tier: 'gold' } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/enterprise, team, batch/) });
     expect(readCommand(bytes({ ...valid, payload: { goal: 'ok', extra: 1 } }))).toMatchObject({ kind: 'rejected', message: expect.stringMatching(/unknown field 'extra'/) });

@@ -1,15 +1,15 @@
 import { setHandler, workflowInfo } from '@temporalio/workflow';
+import { MAX_GOAL_CHARS } from '@agentrun/contracts';
 import type { AgentLoopState } from './agent-run.state';
 import type { RunLifecycle } from './agent-run.lifecycle';
 import { budgetLimitsSignal, cancelRunSignal, changeGoalUpdate, injectContextSignal, pauseSignal, raiseBudgetUpdate, resumeSignal, statusQuery } from './definitions';
 import type { Outbox } from './outbox';
 import type { SeriesSlot } from './workspace-hosts';
 
-/** Goals are bounded in code points, as the schema at the boundary counts them (an emoji is one, not two UTF-16 units). */
-const MAX_GOAL_CHARS = 500;
 
 /**
- * Refuses a goal change before it is accepted: a refused Update never reaches history. A goal a
+ * Refuses a goal change before it is accepted (goals bounded in code points, as the schema at the
+ * boundary counts them: an emoji is one, not two UTF-16 units): a refused Update never reaches history. A goal a
  * start accepts must not be refused here.
  */
 export function validateGoalChange(run: Pick<AgentLoopState, 'settling' | 'status'>, { command_id, goal }: { command_id: string; goal: string }): void {

@@ -87,9 +87,9 @@ describe('the AgentRun state', () => {
 describe('the change-goal validator', () => {
   const running = { settling: () => false, status: 'running' as const };
 
-  it('counts code points as the boundary does: 500 emoji are a goal, 501 are not', () => {
-    expect(() => validateGoalChange(running, { command_id: 'c', goal: '\u{1F600}'.repeat(500) })).not.toThrow();
-    expect(() => validateGoalChange(running, { command_id: 'c', goal: '\u{1F600}'.repeat(501) })).toThrow('at most 500');
+  it('counts code points as the boundary does: 8,000 emoji are a goal, 8,001 are not', () => {
+    expect(() => validateGoalChange(running, { command_id: 'c', goal: '\u{1F600}'.repeat(8_000) })).not.toThrow();
+    expect(() => validateGoalChange(running, { command_id: 'c', goal: '\u{1F600}'.repeat(8_001) })).toThrow('at most 8000');
   });
 
   it('refuses an empty goal, a missing command id, and any change once the run is settling', () => {

@@ -1,3 +1,4 @@
+import { MAX_GOAL_CHARS } from '@agentrun/contracts';
 import { useState } from 'preact/hooks';
 import { postJson, type Accepted } from './api';
 import { useDatasetList } from './datasets-page';
@@ -91,7 +92,7 @@ export function NewRunForm() {
             <>
               <div key="goal" class="field wide">
                 <label for="start-goal">Goal</label>
-                <input id="start-goal" name="goal" required maxLength={500} value={goal} onInput={(e) => setGoal(e.currentTarget.value)} />
+                <input id="start-goal" name="goal" required maxLength={MAX_GOAL_CHARS} value={goal} onInput={(e) => setGoal(e.currentTarget.value)} />
               </div>
               <div key="max_steps" class="field">
                 <label for="start-max-steps">Max steps</label>

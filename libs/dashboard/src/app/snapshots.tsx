@@ -1,4 +1,4 @@
-import type { RunEvent, SnapshotList } from '@agentrun/contracts';
+import { MAX_GOAL_CHARS, type RunEvent, type SnapshotList } from '@agentrun/contracts';
 import { useRef, useState } from 'preact/hooks';
 import { ApiError, runPath, saveDownload, useJson } from './api';
 import { useCommand } from './controls';
@@ -130,7 +130,7 @@ export function Snapshots({ runId, events }: { runId: string; events: RunEvent[]
           <label for="fork-goal">
             New goal <span class="hint">(optional)</span>
           </label>
-          <input id="fork-goal" ref={goalInput} maxLength={500} value={goal} onInput={(e) => setGoal(e.currentTarget.value)} />
+          <input id="fork-goal" ref={goalInput} maxLength={MAX_GOAL_CHARS} value={goal} onInput={(e) => setGoal(e.currentTarget.value)} />
           <button type="submit" disabled={fork.busy || !chosen}>
             Fork run
           </button>
