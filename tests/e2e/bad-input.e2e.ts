@@ -696,8 +696,12 @@ describe('bad input: a clear error, nothing lost, nothing in flight disturbed', 
     for (const m of messages) sent.set(m.command_id, (sent.get(m.command_id) ?? 0) + 1);
     await waitFor('an outcome for every message', () => [...sent].every(([id, n]) => outcomesOf(org, id).length >= n), 180_000);
     for (const [id, n] of sent) {
-      const got = outcomesOf(org, id).map((o) => (o.reason ? `${o.outcome}: ${o.reason}` : o.outcome));
-      expect({ id, got }).toEqual({ id, got: ['accepted', ...Array<string>(n - 1).fill('duplicate')] });
+      const records = outcomes.filter((r) => r.value.org === org && r.value.command_id === id);
+      const got = records.map((r) => (r.value.reason ? `${r.value.outcome}: ${r.value.reason}` : r.value.outcome));
+      // Where each outcome sits on the topic, and when it was decided: on a failure, whether a record was
+      // written twice (two positions) and by which decision.
+      const where = records.map((r) => `${r.partition}@${r.offset} ${r.value.ts}`);
+      expect({ id, got, where }).toEqual({ id, got: ['accepted', ...Array<string>(n - 1).fill('duplicate')], where: expect.any(Array) });
     }
     for (const command of distinct) if (command.type === 'agent.inject_context') injected.set(command.command_id, command.payload.text as string);
     expect(dlq.filter((d) => d.key === agentId)).toEqual([]);
