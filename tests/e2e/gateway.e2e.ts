@@ -44,7 +44,7 @@ describe('the gateway API', () => {
   it('bad input gets a 4xx problem that says what is wrong', async () => {
     const cases: [string, string, Parameters<Platform['http']>[2], number, RegExp][] = [
       ['POST', '/agents', { org: 'acme', body: { goal: '' } }, 400, /goal/],
-      ['POST', '/agents', { org: 'acme', body: { goal: 'x'.repeat(501) } }, 400, /500/],
+      ['POST', '/agents', { org: 'acme', body: { goal: 'x'.repeat(8_001) } }, 400, /8000/],
       ['POST', '/agents', { org: 'acme', body: { goal: 'ok', max_steps: 'many' } }, 400, /max_steps/],
       ['POST', '/agents', { org: 'acme', body: { goal: 'ok', colour: 'red' } }, 400, /colour/],
       ['POST', '/agents', { org: 'acme', body: { goal: 'ok', run_id: '../etc' } }, 400, /run id/],

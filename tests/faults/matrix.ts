@@ -26,11 +26,13 @@ const exec = promisify(execFile);
  * of fault (kill -9 of the orchestrator, a Temporal restart, lost acks), or a comma-separated list of ids.
  */
 export const ORG = 'faults';
-const AGENT_STEPS = 16;
+const AGENT_STEPS = 24;
 const EVAL_CASES = 6;
 /**
- * The agents are held once each has recorded this many effects (of 15: about half-way, so the time a run
- * needs before its fault overlaps the scenario before, while enough of it is left after the fault).
+ * The agents are held once each has recorded this many effects (of 22: under a third of the way, so the
+ * time a run needs before its fault overlaps the scenario before, while enough of it is left after the
+ * fault). The pause is a command: it must land before the run's last step, and beside the parallel pass
+ * it once took longer than the 8 paced effects that were left with 16 steps (the run ended `done`).
  */
 const HELD_AFTER_EFFECTS = 7;
 /** A tool's start-to-close here: the Postgres pause outlasts it, so calls in flight time out and retry. */

@@ -58,7 +58,7 @@ function eventPayloadCheck(type: RunEventType, kind: string | undefined): Valida
   return check;
 }
 
-/** Ajv's errors as one sentence a person can act on, e.g. `payload.goal must NOT have more than 500 characters`. */
+/** Ajv's errors as one sentence a person can act on, e.g. `payload.goal must NOT have more than 8000 characters`. */
 export function describeErrors(errors: ErrorObject[] | null | undefined, root = ''): string {
   if (!errors?.length) return 'invalid';
   const sentences = pickErrors(errors).map((e) => {
