@@ -11,3 +11,4 @@ export * from './wiring';
 export * from './command-service.provider';
 export * from './adapters/dataset-catalog';
 export * from './command-auth';
+export * from './agent-definitions';

@@ -10,3 +10,4 @@ export * from './tool-names';
 export * from './tools';
 export * from './api';
 export * from './lanes';
+export * from './agent-definitions';
