@@ -9,13 +9,11 @@ set -euo pipefail
 say() { printf '[bubblewrap] %s\n' "$*"; }
 die() { printf '[bubblewrap] ERROR: %s\n' "$*" >&2; exit 1; }
 
+# shellcheck source=deploy/local/apt-package.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt-package.sh"
+
 if ! command -v bwrap >/dev/null 2>&1; then
-  command -v apt-get >/dev/null 2>&1 || die "bwrap is missing and there is no apt-get: install bubblewrap by hand"
-  [ "$(id -u)" = 0 ] || die "bwrap is missing: run 'apt-get install -y bubblewrap' as root"
-  say "apt-get update"
-  apt-get update -qq >/dev/null
-  say "installing Debian package: bubblewrap"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null
+  apt_install_for bubblewrap bwrap bubblewrap
   command -v bwrap >/dev/null 2>&1 || die "apt-get installed bubblewrap but bwrap is still not on PATH"
 fi
 for tool in prlimit setpriv; do command -v "$tool" >/dev/null 2>&1 || die "$tool (util-linux) is missing"; done

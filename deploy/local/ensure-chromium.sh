@@ -10,13 +10,11 @@ CHROMIUM_PATH="${CHROMIUM_PATH:-/usr/bin/chromium}"
 say() { printf '[chromium] %s\n' "$*"; }
 die() { printf '[chromium] ERROR: %s\n' "$*" >&2; exit 1; }
 
+# shellcheck source=deploy/local/apt-package.sh
+. "$(dirname "${BASH_SOURCE[0]}")/apt-package.sh"
+
 if [ ! -x "$CHROMIUM_PATH" ]; then
-  command -v apt-get >/dev/null 2>&1 || die "$CHROMIUM_PATH is missing and there is no apt-get: install Chromium by hand"
-  [ "$(id -u)" = 0 ] || die "$CHROMIUM_PATH is missing: run 'apt-get install -y chromium' as root"
-  say "apt-get update"
-  apt-get update -qq >/dev/null
-  say "installing Debian package: chromium"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium fonts-liberation >/dev/null
+  apt_install_for chromium "$CHROMIUM_PATH" chromium fonts-liberation
   [ -x "$CHROMIUM_PATH" ] || die "apt-get installed chromium but $CHROMIUM_PATH is still missing"
 fi
 say "$("$CHROMIUM_PATH" --version 2>/dev/null || echo "$CHROMIUM_PATH")"
