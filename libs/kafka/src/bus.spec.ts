@@ -6,12 +6,15 @@ class FakeConsumer extends EventEmitter {
   readonly events = { GROUP_JOIN: 'join', STOP: 'stop', CRASH: 'crash' };
   disconnected = false;
   ran = false;
+  /** What kafkajs's run was given: a test calls its eachBatch as kafkajs would. */
+  config?: { eachBatch: (payload: Record<string, unknown>) => Promise<void> };
   async connect(): Promise<void> {
     await gate;
   }
   async subscribe(): Promise<void> {}
-  async run(): Promise<void> {
+  async run(config: { eachBatch: (payload: Record<string, unknown>) => Promise<void> }): Promise<void> {
     this.ran = true;
+    this.config = config;
     setImmediate(() => this.emit('join', {}));
   }
   async disconnect(): Promise<void> {
@@ -74,6 +77,32 @@ describe('KafkaBus consumers', () => {
     expect(consumers).toHaveLength(3);
     await handle.stop();
     expect(consumers[2].disconnected).toBe(true);
+  });
+
+  it('keeps the member in its group while a handler works: a heartbeat every interval, none after it returns', async () => {
+    let finish!: () => void;
+    const handle = await bus().consume({ groupId: 'g', topics: ['t'], handle: () => new Promise<void>((resolve) => (finish = resolve)) });
+    await joined();
+    const heartbeats: number[] = [];
+    const batch = { topic: 't', partition: 0, messages: [{ offset: '7', key: null, value: Buffer.from('{}'), timestamp: '0', headers: {} }] };
+    const handled = consumers[0].config!.eachBatch({
+      batch,
+      resolveOffset: () => undefined,
+      commitOffsetsIfNecessary: async () => undefined,
+      heartbeat: async () => {
+        heartbeats.push(Date.now());
+      },
+      isRunning: () => true,
+      isStale: () => false,
+    });
+    // A decision that takes 10 s, longer than a session: ten heartbeats meanwhile, one a second.
+    await jest.advanceTimersByTimeAsync(10_000);
+    expect(heartbeats).toHaveLength(10);
+    finish();
+    await handled;
+    await jest.advanceTimersByTimeAsync(5_000);
+    expect(heartbeats).toHaveLength(10);
+    await handle.stop();
   });
 
   it('leaves a retriable crash to kafkajs, which restarts the same consumer', async () => {
