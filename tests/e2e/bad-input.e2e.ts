@@ -74,7 +74,10 @@ function encode(value: string): string {
 }
 
 describe('bad input: a clear error, nothing lost, nothing in flight disturbed', () => {
-  const platform = new Platform({ TOOL_PACE_TICKS: '2', TOOL_PACE_MS: '200' });
+  // Tools paced at two ticks of 400 ms: the agent must still be running when the flood (its tests'
+  // last) lands. At 200 ms it once ended a few seconds into the flood beside the parallel pass, and the
+  // rest of the flood was refused `run_closed`.
+  const platform = new Platform({ TOOL_PACE_TICKS: '2', TOOL_PACE_MS: '400' });
   const org = uniqueId('acme');
   const other = uniqueId('globex');
   const agentId = uniqueId('inflight-agent');
