@@ -98,8 +98,18 @@ export function sandboxUid(owner: string): number {
   return UID_BASE + (h % UID_RANGE);
 }
 
-/** bwrap's arguments for the read-only system paths: merged-/usr links as links, directories bound. */
+let systemBindsOnce: string[] | undefined;
+
+/**
+ * bwrap's arguments for the read-only system paths: merged-/usr links as links, directories bound.
+ * Read from the disk once per process: the system layout does not change under a running worker.
+ */
 export function systemBinds(): string[] {
+  systemBindsOnce ??= readSystemBinds();
+  return systemBindsOnce;
+}
+
+function readSystemBinds(): string[] {
   // /etc holds only the files below; made 0755 first, or the command's uid could not look inside it.
   const args = ['--ro-bind', '/usr', '/usr', '--perms', '0755', '--dir', '/etc'];
   for (const dir of ['/bin', '/sbin', '/lib', '/lib64']) {
